@@ -129,8 +129,9 @@ class ProcessGroup:
         return getattr(self, "_bound_device", None)
 
     def group_rank(self, global_rank: int, what: str) -> int:
+        global_rank = _rank_arg(what, "rank", global_rank)
         try:
-            return self.ranks.index(int(global_rank))
+            return self.ranks.index(global_rank)
         except ValueError:
             raise ValueError(f"{what}: rank {global_rank} is not part of group {self.label} "
                              f"(its ranks are {self.ranks})") from None
@@ -651,7 +652,8 @@ def new_group(ranks: list[int] | None = None, timeout: timedelta | None = None,
     """
     d = _default()
     world = _state.world_size
-    ranks = sorted(range(world)) if ranks is None else sorted(int(r) for r in ranks)
+    ranks = (sorted(range(world)) if ranks is None
+             else sorted(_rank_arg("new_group", "each of ranks", r) for r in ranks))
     if len(set(ranks)) != len(ranks) or any(not 0 <= r < world for r in ranks):
         raise ValueError(f"new_group: ranks {ranks} must be distinct ranks below the world size "
                          f"{world}")
@@ -810,6 +812,7 @@ def get_process_group_ranks(group: ProcessGroup | None) -> list[int]:
 
 def get_global_rank(group: ProcessGroup | None, group_rank: int) -> int:
     pg = _pg(group)
+    group_rank = _rank_arg("get_global_rank", "group_rank", group_rank)
     if pg is None or not 0 <= group_rank < len(pg.ranks):
         raise ValueError(f"get_global_rank: group rank {group_rank} is not in the group")
     return pg.ranks[group_rank]
@@ -871,8 +874,21 @@ def _run(pg: ProcessGroup, name: str, desc: Callable[[], str], body: Callable[[]
     return ex.run(name, fn, outputs, async_op)
 
 
+def _rank_arg(name: str, arg: str, value: Any) -> int:
+    """A rank argument as an int: a str or float is refused (int() would turn "1" or 0.9 into a
+    rank, running the collective from the wrong root)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name}: {arg} must be an int, got {type(value).__name__} "
+                        f"{value!r}")
+    return int(value)
+
+
 def _root(pg: ProcessGroup, name: str, global_rank: int | None, group_rank: int | None) -> int:
+    if group_rank is not None and global_rank is not None:
+        raise ValueError(f"{name}: pass either a global rank or a group rank (group_src / "
+                         f"group_dst / group_peer), not both; got {global_rank} and {group_rank}")
     if group_rank is not None:
+        group_rank = _rank_arg(name, "group rank", group_rank)
         if not 0 <= group_rank < pg.size():
             raise ValueError(f"{name}: group rank {group_rank} outside group of size {pg.size()}")
         return group_rank
@@ -1474,6 +1490,12 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
     """Starts every isend/irecv of the list; returns their Work handles (on a nccl group: one
     Work, the operations run together in one ncclGroupStart/End, so sends and receives between
     the same ranks cannot deadlock)."""
+    if not isinstance(p2p_op_list, (list, tuple)) or not all(
+            isinstance(p, P2POp) for p in p2p_op_list):
+        got = (type(p2p_op_list).__name__ if not isinstance(p2p_op_list, (list, tuple)) else
+               [type(p).__name__ for p in p2p_op_list])
+        raise ValueError("batch_isend_irecv: p2p_op_list must be a list of dist.P2POp, got "
+                         f"{got}")
     if p2p_op_list:
         first = p2p_op_list[0]
         pg = _pg(first.group)
@@ -1525,6 +1547,16 @@ def _from_tensor(t: Any, size: int) -> Any:
     return pickle.loads(_host(t).numpy()[:size].tobytes())
 
 
+def _object_list(name: str, arg: str, lst: Any, at_least: int = 0) -> None:
+    """The object collectives write into lst[i]: it must be a list (a tuple can't be written,
+    an int has no entries), with room for what comes."""
+    if not isinstance(lst, list):
+        raise TypeError(f"{name}: {arg} must be a list, got {type(lst).__name__}")
+    if len(lst) < at_least:
+        raise ValueError(f"{name}: {arg} must be a list of at least {at_least} entries, got "
+                         f"{len(lst)}")
+
+
 def broadcast_object_list(object_list: list, src: int | None = None,
                           group: ProcessGroup | None = None, device: Any = None,
                           group_src: int | None = None) -> None:
@@ -1538,6 +1570,7 @@ def broadcast_object_list(object_list: list, src: int | None = None,
     pg = _pg(group)
     if pg is None:
         return
+    _object_list("broadcast_object_list", "object_list", object_list)
     root = _root(pg, "broadcast_object_list", src, group_src)
     gsrc = pg.ranks[root]
     dev = _object_device(pg, device)
@@ -1676,7 +1709,16 @@ def scatter_object_list(scatter_object_output_list: list, scatter_object_input_l
     pg = _pg(group)
     if pg is None:
         return
+    _object_list("scatter_object_list", "scatter_object_output_list",
+                 scatter_object_output_list, 1)
     root = _root(pg, "scatter_object_list", src, group_src)
+    if pg.rank() == root and (not isinstance(scatter_object_input_list, (list, tuple)) or
+                              len(scatter_object_input_list) != pg.size()):
+        got = (len(scatter_object_input_list)
+               if isinstance(scatter_object_input_list, (list, tuple))
+               else type(scatter_object_input_list).__name__)
+        raise ValueError(f"scatter_object_list: on src, scatter_object_input_list must be a list "
+                         f"of {pg.size()} objects (one per rank), got {got}")
     objs = list(scatter_object_input_list) if pg.rank() == root else [None] * pg.size()
     broadcast_object_list(objs, src=pg.ranks[root], group=group)
     scatter_object_output_list[0] = objs[pg.rank()]
