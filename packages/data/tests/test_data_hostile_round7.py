@@ -12,6 +12,9 @@ the length of the input dataset!"); both are now ValueErrors naming random_split
 lengths. A str length and a generator that is not an ember.Generator are TypeErrors naming
 random_split (they were ``unsupported operand type(s)`` and pybind's list of signatures).
 
+``DistributedSampler(ds)`` without a process group raised RuntimeError where PyTorch raises
+ValueError; it is a ValueError now.
+
 The other cases attacked this round (batch_sampler/sampler combinations, persistent workers
 reused after an error or a timeout, a dying worker, unpicklable results, IterableDataset
 duplication without sharding, DistributedSampler ranks) already behaved; see
@@ -96,3 +99,25 @@ def test_random_split_still_splits_counts_and_fractions():
 
     e, f = random_split(range(4), [np.int64(1), np.int64(3)])
     assert (len(e), len(f)) == (1, 3)
+
+
+def test_distributed_sampler_without_a_process_group_is_a_value_error():
+    from ember.data import DistributedSampler
+
+    # PyTorch's class (its get_world_size raises it); ember raised RuntimeError
+    with pytest.raises(ValueError, match=r"DistributedSampler: num_replicas and rank were not "
+                                         r"given and the default process group is not "
+                                         r"initialized"):
+        DistributedSampler(range(4))
+    assert list(DistributedSampler(range(4), num_replicas=2, rank=1, shuffle=False)) == [1, 3]
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_pytorch_distributed_sampler_without_a_process_group_is_a_value_error():
+    import torch.distributed as tdist
+    from torch.utils.data import DistributedSampler as TorchSampler
+
+    if not tdist.is_available():
+        pytest.skip("torch without distributed")
+    with pytest.raises(ValueError):
+        TorchSampler(range(4))

@@ -17,6 +17,10 @@ entries (PyTorch: RuntimeError), and an empty output list was an IndexError; bot
 ValueErrors naming the argument. ``broadcast_object_list(3)`` was ``TypeError: object of type
 'int' has no len()``; it now names the call.
 
+``DistributedDataParallel`` made before ``init_process_group`` raised RuntimeError; PyTorch
+raises ValueError (its get_world_size does), and so does ember now (the same for
+ember.data.DistributedSampler, tested in packages/data/tests/test_data_hostile_round7.py).
+
 A DCP checkpoint whose ``.metadata`` was truncated or overwritten raised the bare pickle error
 ("pickle data was truncated") naming neither the file nor DCP; it names both now (same class).
 
@@ -235,3 +239,23 @@ def test_corrupt_dcp_metadata_names_the_file(tmp_path, garbage):
     with pytest.raises(pickle.UnpicklingError, match=r"\.metadata: corrupt checkpoint metadata"):
         dcp.load(target, checkpoint_id=str(ck))
     assert target["w"].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_ddp_before_init_process_group_is_a_value_error():
+    from ember import nn
+    from ember.nn.parallel import DistributedDataParallel
+
+    assert not dist.is_initialized()
+    with pytest.raises(ValueError, match=r"DistributedDataParallel: the default process group "
+                                         r"has not been initialized"):
+        DistributedDataParallel(nn.Linear(2, 2))
+
+
+def test_torch_ddp_before_init_process_group_is_a_value_error():
+    torch = pytest.importorskip("torch")
+    import torch.distributed as tdist
+
+    if not tdist.is_available():
+        pytest.skip("torch without distributed")
+    with pytest.raises(ValueError):
+        torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2))
