@@ -11,6 +11,12 @@ while another one records says which (the step it is at) and how to end it.
 ``record_function.__exit__`` without an ``__enter__`` was ``IndexError: pop from empty list``; it
 is now a RuntimeError naming the range.
 
+``ember.save`` over an existing checkpoint the user may not write (made read-only to protect it)
+replaced it: the save writes a temporary file and renames it over the target, and a rename
+needs only the folder to be writable. ``open(path, "wb")`` (so PyTorch) refuses; ember.save now
+raises PermissionError naming the file and keeps it (as root, where open() succeeds, the save
+still goes through). Both formats; the temporary file is not left behind.
+
 The rest of round 7: packages/nn/tests/test_nn_hostile_round7.py (optimizer state dicts from
 another optimizer, load_state_dict into meta modules) and
 packages/distributed/tests/test_dist_hostile_round7.py.
@@ -19,6 +25,10 @@ packages/distributed/tests/test_dist_hostile_round7.py.
 from __future__ import annotations
 
 import gc
+import os
+import pathlib
+import shutil
+import tempfile
 
 import ember
 import pytest
@@ -103,3 +113,66 @@ def test_record_function_exit_without_enter_names_the_range():
         with r:
             ember.ones(2) + 1
     assert [e.name for e in p.events() if e.name == "load"] == ["load"]
+
+
+def _save_as_another_user(path: str, fmt: str) -> str:
+    """ember.save(..., path) as a user that does not own ``path`` (nobody, from root); the
+    exception's class and message, or "saved"."""
+    def attempt() -> str:
+        try:
+            ember.save({"v": ember.zeros(2)}, path, format=fmt)
+            return "saved"
+        except Exception as e:  # noqa: BLE001  (reported to the test)
+            return f"{type(e).__name__}: {e}"
+
+    if os.geteuid() != 0:
+        return attempt()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child drops root, tries, reports through the pipe
+        try:
+            os.close(r)
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(w, attempt().encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        out = f.read().decode()
+    os.waitpid(pid, 0)
+    return out
+
+
+@pytest.fixture
+def open_folder():
+    """A folder anyone may reach and create files in (pytest's tmp_path is under a folder only
+    its owner may enter): there a rename over the target would succeed."""
+    folder = tempfile.mkdtemp(prefix="ember_ro_")
+    os.chmod(folder, 0o777)
+    try:
+        yield pathlib.Path(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("fmt", ["ember", "torch"])
+def test_save_over_a_read_only_checkpoint_is_refused_and_keeps_it(open_folder, fmt):
+    tmp_path = open_folder
+    path = tmp_path / "ck.pt"
+    ember.save({"v": ember.ones(2)}, path, format=fmt)
+    os.chmod(path, 0o444)
+    out = _save_as_another_user(str(path), fmt)
+    assert out.startswith("PermissionError: [Errno 13] ember.save: the target file is not "
+                          "writable (it is kept as it is)"), out
+    assert ember.load(path)["v"].tolist() == [1.0, 1.0]
+    assert sorted(os.listdir(tmp_path)) == ["ck.pt"]  # no temporary file left
+
+
+def test_save_over_a_writable_checkpoint_still_replaces_it(tmp_path):
+    path = tmp_path / "ck.pt"
+    ember.save({"v": ember.ones(2)}, path)
+    os.chmod(path, 0o640)
+    ember.save({"v": ember.zeros(2)}, path)
+    assert ember.load(path)["v"].tolist() == [0.0, 0.0]
+    assert os.stat(path).st_mode & 0o777 == 0o640  # its mode is kept

@@ -356,6 +356,11 @@ class _replacing:
             mode = os.stat(self.path).st_mode
         except OSError:
             mode = None  # a new file
+        if mode is not None and stat.S_ISREG(mode) and not os.access(self.path, os.W_OK):
+            # open(path, "wb") refuses a file this user may not write (a checkpoint made
+            # read-only to protect it); the rename would replace it all the same
+            raise PermissionError(errno.EACCES, "ember.save: the target file is not writable "
+                                  "(it is kept as it is)", self.path)
         if mode is not None and not stat.S_ISREG(mode):
             # A device or a pipe (/dev/null, a FIFO, /proc/self/fd/1): written to, as open()
             # does; renaming over it would replace the device node with a regular file.
