@@ -17,6 +17,9 @@ entries (PyTorch: RuntimeError), and an empty output list was an IndexError; bot
 ValueErrors naming the argument. ``broadcast_object_list(3)`` was ``TypeError: object of type
 'int' has no len()``; it now names the call.
 
+A ``group=`` that is not a ProcessGroup (a str, an int) was a TypeError where PyTorch raises
+ValueError; it is a ValueError now, naming what was passed.
+
 ``DistributedDataParallel`` made before ``init_process_group`` raised RuntimeError; PyTorch
 raises ValueError (its get_world_size does), and so does ember now (the same for
 ember.data.DistributedSampler, tested in packages/data/tests/test_data_hostile_round7.py).
@@ -259,3 +262,13 @@ def test_torch_ddp_before_init_process_group_is_a_value_error():
         pytest.skip("torch without distributed")
     with pytest.raises(ValueError):
         torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("group", ["x", 3, object()])
+def test_a_group_that_is_not_a_process_group_is_a_value_error(world, group):
+    # PyTorch: ValueError "Group x is not registered" / "... not initialized in the world group
+    # map"; ember raised TypeError
+    with pytest.raises(ValueError, match="group must be a ProcessGroup from new_group, got"):
+        dist.get_rank(group)
+    with pytest.raises(ValueError, match="group must be a ProcessGroup from new_group"):
+        dist.all_reduce(ember.ones(2), group=group)

@@ -632,7 +632,9 @@ def _pg(group: Any) -> ProcessGroup | None:
     if group is GroupMember.NON_GROUP_MEMBER:
         return None
     if not isinstance(group, ProcessGroup):
-        raise TypeError(f"group must be a ProcessGroup from new_group, got {type(group).__name__}")
+        # ValueError, PyTorch's class ("Group ... is not registered")
+        raise ValueError(f"group must be a ProcessGroup from new_group, got "
+                         f"{type(group).__name__} {group!r}")
     if group.destroyed:
         raise ValueError(f"process group {group.label} was destroyed by destroy_process_group and "
                          "can't be used any more; make a new one with new_group")
