@@ -16,6 +16,8 @@ replaced it: the save writes a temporary file and renames it over the target, an
 needs only the folder to be writable. ``open(path, "wb")`` (so PyTorch) refuses; ember.save now
 raises PermissionError naming the file and keeps it (as root, where open() succeeds, the save
 still goes through). Both formats; the temporary file is not left behind.
+``ember.save(..., pickle_protocol="2")`` was a ValueError; PyTorch (pickle) raises TypeError for
+a protocol that is not an int, and so does ember now (an int out of range stays a ValueError).
 
 The rest of round 7: packages/nn/tests/test_nn_hostile_round7.py (optimizer state dicts from
 another optimizer, load_state_dict into meta modules) and
@@ -176,3 +178,21 @@ def test_save_over_a_writable_checkpoint_still_replaces_it(tmp_path):
     ember.save({"v": ember.zeros(2)}, path)
     assert ember.load(path)["v"].tolist() == [0.0, 0.0]
     assert os.stat(path).st_mode & 0o777 == 0o640  # its mode is kept
+
+
+@pytest.mark.parametrize("protocol, exc", [("2", TypeError), (2.0, TypeError),
+                                           (1, ValueError), (99, ValueError)])
+def test_a_pickle_protocol_that_is_not_an_int_is_a_type_error(tmp_path, protocol, exc):
+    path = tmp_path / "ck.pt"
+    ember.save({"v": ember.ones(1)}, path)
+    with pytest.raises(exc, match=r"ember.save: pickle_protocol must be an int from 2 to"):
+        ember.save({"v": ember.zeros(1)}, path, pickle_protocol=protocol)
+    assert ember.load(path)["v"].tolist() == [1.0]
+    ember.save({"v": ember.zeros(1)}, path, pickle_protocol=4)
+    assert ember.load(path)["v"].tolist() == [0.0]
+
+
+def test_torch_refuses_a_str_pickle_protocol_with_a_type_error(tmp_path):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError):
+        torch.save({}, tmp_path / "t.pt", pickle_protocol="2")

@@ -17,6 +17,12 @@ entries (PyTorch: RuntimeError), and an empty output list was an IndexError; bot
 ValueErrors naming the argument. ``broadcast_object_list(3)`` was ``TypeError: object of type
 'int' has no len()``; it now names the call.
 
+Exception classes: where PyTorch's gloo raises RuntimeError for a tensor or list of the wrong
+size or a root outside the group, ember raised ValueError, and TypeError where PyTorch raises
+RuntimeError for a reduction the dtype cannot take (BAND of floats, AVG of ints). These are now
+raised as classes deriving from both (as ember.DtypeNotImplementedError does), so code catching
+either library's class keeps working.
+
 A ``group=`` that is not a ProcessGroup (a str, an int) was a TypeError where PyTorch raises
 ValueError; it is a ValueError now, naming what was passed.
 
@@ -104,7 +110,9 @@ def _a2a_rank(rank: int, init: str, q) -> None:
             d.all_to_all(outs, ins)
             out["a2a"] = ["ok", "", [o.tolist() for o in outs]]
         except Exception as e:  # noqa: BLE001  (reported to the test)
-            out["a2a"] = [type(e).__name__, str(e), None]
+            kind = "ValueError+RuntimeError" if isinstance(e, ValueError) and isinstance(
+                e, RuntimeError) else type(e).__name__
+            out["a2a"] = [kind, str(e), None]
         x = t.ones(2) * (rank + 1)
         d.all_reduce(x)
         out["after"] = x.tolist()
@@ -135,7 +143,7 @@ def test_two_ranks_refuse_a_piece_size_mismatch_together(tmp_path):
                 p.kill()
     for rank in (0, 1):  # both refuse: neither waits for the other until a timeout
         kind, msg, _ = got[rank]["a2a"]
-        assert kind == "ValueError", (rank, kind, msg)
+        assert kind == "ValueError+RuntimeError", (rank, kind, msg)
         assert "rank 1 of group WORLD expects 8 bytes from rank 0, which sends it 12 bytes" in msg
         assert got[rank]["after"] == [3.0, 3.0]
     assert got[1]["uneven"] == [[1.0, 1.0, 1.0], [1.0, 1.0]]
@@ -272,3 +280,30 @@ def test_a_group_that_is_not_a_process_group_is_a_value_error(world, group):
         dist.get_rank(group)
     with pytest.raises(ValueError, match="group must be a ProcessGroup from new_group"):
         dist.all_reduce(ember.ones(2), group=group)
+
+
+# ---- exception classes: ember's and PyTorch's at once ------------------------------------------
+@pytest.mark.parametrize("call, classes", [
+    # PyTorch's gloo: RuntimeError "invalid tensor size"; ember: ValueError (both now)
+    (lambda: dist.all_gather([ember.zeros(3)], ember.ones(2)), (ValueError, RuntimeError)),
+    (lambda: dist.all_gather([ember.zeros(2)] * 2, ember.ones(2)), (ValueError, RuntimeError)),
+    (lambda: dist.all_gather_into_tensor(ember.zeros(3), ember.ones(2)),
+     (ValueError, RuntimeError)),
+    (lambda: dist.reduce_scatter_tensor(ember.zeros(3), ember.ones(2)),
+     (ValueError, RuntimeError)),
+    (lambda: dist.all_to_all_single(ember.zeros(4), ember.ones(4), [3], [4]),
+     (ValueError, RuntimeError)),
+    (lambda: dist.all_to_all([ember.zeros(3)], [ember.ones(2)]), (ValueError, RuntimeError)),
+    (lambda: dist.gather(ember.ones(2), [ember.zeros(3)], dst=0), (ValueError, RuntimeError)),
+    (lambda: dist.broadcast(ember.ones(2), src=1), (ValueError, RuntimeError)),
+    # PyTorch: TypeError for a tensor_list that is not a list
+    (lambda: dist.all_gather(ember.zeros(2), ember.ones(2)), (ValueError, TypeError)),
+    # PyTorch: RuntimeError "Cannot use ReduceOp.BAND with non-integral dtype"; ember: TypeError
+    (lambda: dist.all_reduce(ember.ones(2), op=dist.ReduceOp.BAND), (TypeError, RuntimeError)),
+    (lambda: dist.all_reduce(ember.ones(2, dtype=ember.int64), op=dist.ReduceOp.AVG),
+     (TypeError, RuntimeError)),
+])
+def test_refusals_are_of_pytorchs_class_and_embers(world, call, classes):
+    for cls in classes:
+        with pytest.raises(cls):
+            call()

@@ -292,8 +292,10 @@ def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int 
     if pickle_protocol is not None and (
             isinstance(pickle_protocol, bool) or not isinstance(pickle_protocol, int)
             or not 2 <= pickle_protocol <= pickle.HIGHEST_PROTOCOL):
-        raise ValueError(f"ember.save: pickle_protocol must be an int from 2 to "
-                         f"{pickle.HIGHEST_PROTOCOL}, got {pickle_protocol!r}")
+        # a non-int is a TypeError (PyTorch's class: pickle's own), an int out of range not
+        err = ValueError if isinstance(pickle_protocol, int) else TypeError
+        raise err(f"ember.save: pickle_protocol must be an int from 2 to "
+                  f"{pickle.HIGHEST_PROTOCOL}, got {pickle_protocol!r}")
     if format == "safetensors":
         save_safetensors(obj, f)
         return

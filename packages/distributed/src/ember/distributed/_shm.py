@@ -24,6 +24,7 @@ import ember
 from ember import _C
 
 from ._common import (
+    CollectiveArgError,
     DistBackendError,
     ReduceOp,
     check_op_dtype,
@@ -264,12 +265,12 @@ class ShmBackend:
                 for j in range(n):
                     sent, expected = rows[j][r], rows[r][n + j]
                     if sent != expected:
-                        raise ValueError(
+                        table_note = (f"; every rank: in bytes {[row[:n] for row in rows]}, "
+                                      f"out bytes {[row[n:] for row in rows]}" if n <= 8 else "")
+                        raise CollectiveArgError(
                             f"{name}: rank {r} of group {self.label} expects {expected} bytes "
                             f"from rank {j}, which sends it {sent} bytes (input and output "
-                            f"pieces must have the same size; every rank: in bytes "
-                            f"{[row[:n] for row in rows]}, out bytes "
-                            f"{[row[n:] for row in rows]})")
+                            f"pieces must have the same size{table_note})")
             total = max(max(row[:n]) for row in rows) if n else 0
             step = (self.slot // self._size) // 64 * 64
             for off in range(0, max(total, 1), step):

@@ -30,7 +30,14 @@ from urllib.parse import parse_qs, urlparse
 import ember
 import numpy as np
 
-from ._common import DistBackendError, ReduceOp, check_op_dtype, check_tensor
+from ._common import (
+    CollectiveArgError,
+    CollectiveListTypeError,
+    DistBackendError,
+    ReduceOp,
+    check_op_dtype,
+    check_tensor,
+)
 from ._store import FileStore, PrefixStore, Store, TCPStore
 from ._work import Future, Work, _Executor
 
@@ -133,8 +140,8 @@ class ProcessGroup:
         try:
             return self.ranks.index(global_rank)
         except ValueError:
-            raise ValueError(f"{what}: rank {global_rank} is not part of group {self.label} "
-                             f"(its ranks are {self.ranks})") from None
+            raise CollectiveArgError(f"{what}: rank {global_rank} is not part of group "
+                                      f"{self.label} (its ranks are {self.ranks})") from None
 
     def p2p_executor(self, kind: str, peer: int) -> _Executor:
         key = (kind, peer)
@@ -902,12 +909,14 @@ def _root(pg: ProcessGroup, name: str, global_rank: int | None, group_rank: int 
 def _check_list(name: str, lst: Any, n: int, arg: str, like: Any = None) -> None:
     if not isinstance(lst, (list, tuple)) or len(lst) != n:
         got = len(lst) if isinstance(lst, (list, tuple)) else type(lst).__name__
-        raise ValueError(f"{name}: {arg} must be a list of {n} tensors (one per rank), got {got}")
+        err = CollectiveArgError if isinstance(lst, (list, tuple)) else CollectiveListTypeError
+        raise err(f"{name}: {arg} must be a list of {n} tensors (one per rank), got {got}")
     for i, t in enumerate(lst):
         check_tensor(name, t, f"{arg}[{i}]")
         if like is not None and (t.numel() != like.numel() or t.dtype != like.dtype):
-            raise ValueError(f"{name}: {arg}[{i}] has {t.numel()} elements of {t.dtype}; "
-                             f"expected {like.numel()} of {like.dtype} like the input")
+            raise CollectiveArgError(f"{name}: {arg}[{i}] has {t.numel()} elements of "
+                                      f"{t.dtype}; expected {like.numel()} of {like.dtype} "
+                                      "like the input")
 
 
 def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None = None,
@@ -1027,9 +1036,10 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any,
     n = pg.size()
     if (output_tensor.numel() != n * input_tensor.numel()
             or output_tensor.dtype != input_tensor.dtype):
-        raise ValueError(f"all_gather_into_tensor: output_tensor {tuple(output_tensor.shape)} "
-                         f"{output_tensor.dtype} must hold world_size ({n}) x input "
-                         f"{tuple(input_tensor.shape)} {input_tensor.dtype}")
+        raise CollectiveArgError(
+            f"all_gather_into_tensor: output_tensor {tuple(output_tensor.shape)} "
+            f"{output_tensor.dtype} must hold world_size ({n}) x input "
+            f"{tuple(input_tensor.shape)} {input_tensor.dtype}")
 
     def body() -> None:
         from ._common import out_buffer
@@ -1121,8 +1131,9 @@ def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM, 
     check_op_dtype("reduce_scatter_tensor", op, output.dtype)
     n = pg.size()
     if input.numel() != n * output.numel() or input.dtype != output.dtype:
-        raise ValueError(f"reduce_scatter_tensor: input {tuple(input.shape)} {input.dtype} must "
-                         f"hold world_size ({n}) x output {tuple(output.shape)} {output.dtype}")
+        raise CollectiveArgError(
+            f"reduce_scatter_tensor: input {tuple(input.shape)} {input.dtype} must hold "
+            f"world_size ({n}) x output {tuple(output.shape)} {output.dtype}")
     op = ReduceOp(op)
 
     def body() -> None:
@@ -1161,12 +1172,12 @@ def _split_rows(t: Any, splits: list[int] | None, n: int, name: str, arg: str) -
     rows = t.shape[0] if t.dim() > 0 else 1
     if splits is None or len(splits) == 0:
         if rows % n:
-            raise ValueError(f"{name}: {arg} has {rows} rows, not divisible by world size {n}; "
-                             "pass split sizes")
+            raise CollectiveArgError(f"{name}: {arg} has {rows} rows, not divisible by world "
+                                      f"size {n}; pass split sizes")
         splits = [rows // n] * n
     if len(splits) != n or sum(splits) != rows or any(s < 0 for s in splits):
-        raise ValueError(f"{name}: {arg} split sizes {list(splits)} must be {n} non-negative "
-                         f"numbers summing to its {rows} rows")
+        raise CollectiveArgError(f"{name}: {arg} split sizes {list(splits)} must be {n} "
+                                  f"non-negative numbers summing to its {rows} rows")
     flat = t.reshape(-1)
     per_row = flat.numel() // rows if rows else 0
     out, start = [], 0
