@@ -142,3 +142,14 @@ def test_assign_or_meta_sources_do_not_warn():
         m2 = nn.Linear(2, 3, device="meta")
         m2.load_state_dict(nn.Linear(2, 3, device="meta").state_dict())  # meta into meta
         nn.Linear(2, 3).load_state_dict(src.state_dict())  # an ordinary copy
+
+
+def test_a_state_dict_saved_before_a_scheduler_still_loads():
+    # a scheduler adds initial_lr to the optimizer's groups; a state dict saved before it was
+    # made has none, and that is not a missing hyperparameter
+    m, o = _trained(ember, "SGD", momentum=0.9)
+    sd = copy.deepcopy(o.state_dict())
+    optim.lr_scheduler.StepLR(o, 1)
+    assert "initial_lr" in o.param_groups[0]
+    o.load_state_dict(sd)
+    assert o.param_groups[0]["lr"] == 0.1

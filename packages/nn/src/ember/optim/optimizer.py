@@ -493,7 +493,7 @@ class Optimizer:
             # another optimizer or was edited, and step() would fail on it with a bare KeyError
             # (PyTorch's way). Options (bools, None) absent from older checkpoints are filled
             # from the optimizer, as PyTorch's __setstate__ does.
-            lacking = sorted(k for k, cur in g.items() if k not in sg and k != "params"
+            lacking = sorted(k for k, cur in g.items() if k not in sg and k in self.defaults
                              and not (cur is None or isinstance(cur, bool)))
             if lacking:
                 extra = sorted(k for k in sg if k not in g and k not in ("params", "initial_lr"))
@@ -552,7 +552,7 @@ class Optimizer:
         for g, sg in zip(self.param_groups, saved_groups):
             ng = copy.deepcopy({k: v for k, v in sg.items() if k != "params"})
             for k, cur in g.items():  # options an older checkpoint lacks keep their value
-                if k not in ng and k != "params":
+                if k not in ng and k in self.defaults:
                     ng[k] = cur
             ng["params"] = g["params"]
             if "param_names" in g and "param_names" not in ng:
