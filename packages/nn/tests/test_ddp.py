@@ -562,7 +562,7 @@ def test_construction_errors(monkeypatch, fake_world1):
     with pytest.raises(TypeError, match="must be an nn.Module"):
         DDP(lambda x: x)
     monkeypatch.setattr(dist, "is_initialized", lambda: False)
-    with pytest.raises(RuntimeError, match="init_process_group"):
+    with pytest.raises(ValueError, match="init_process_group"):  # PyTorch's class
         DDP(nn.Linear(2, 2))
 
 

@@ -297,8 +297,10 @@ def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int 
     if pickle_protocol is not None and (
             isinstance(pickle_protocol, bool) or not isinstance(pickle_protocol, int)
             or not 2 <= pickle_protocol <= pickle.HIGHEST_PROTOCOL):
-        raise ValueError(f"ember.save: pickle_protocol must be an int from 2 to "
-                         f"{pickle.HIGHEST_PROTOCOL}, got {pickle_protocol!r}")
+        # a non-int is a TypeError (PyTorch's class: pickle's own), an int out of range not
+        err = ValueError if isinstance(pickle_protocol, int) else TypeError
+        raise err(f"ember.save: pickle_protocol must be an int from 2 to "
+                  f"{pickle.HIGHEST_PROTOCOL}, got {pickle_protocol!r}")
     if format == "safetensors":
         save_safetensors(obj, f)
         return
@@ -361,6 +363,11 @@ class _replacing:
             mode = os.stat(self.path).st_mode
         except OSError:
             mode = None  # a new file
+        if mode is not None and stat.S_ISREG(mode) and not os.access(self.path, os.W_OK):
+            # open(path, "wb") refuses a file this user may not write (a checkpoint made
+            # read-only to protect it); the rename would replace it all the same
+            raise PermissionError(errno.EACCES, "ember.save: the target file is not writable "
+                                  "(it is kept as it is)", self.path)
         if mode is not None and not stat.S_ISREG(mode):
             # A device or a pipe (/dev/null, a FIFO, /proc/self/fd/1): written to, as open()
             # does; renaming over it would replace the device node with a regular file.

@@ -36,6 +36,7 @@ import os
 import socket
 import time
 import warnings
+import weakref
 from typing import Any, Callable, Iterable, Optional
 
 from ember import _C
@@ -176,6 +177,9 @@ class record_function(contextlib.ContextDecorator):
         return self
 
     def __exit__(self, *exc: Any) -> bool:
+        if not self._handles:
+            raise RuntimeError(f"record_function({self.name!r}): __exit__ without a matching "
+                               "__enter__ (use it as a `with` block or a decorator)")
         _C._profiler_pop_range(self._handles.pop())
         return False
 
@@ -211,6 +215,11 @@ def tensorboard_trace_handler(dir_name: str, worker_name: Optional[str] = None,
             prof.export_chrome_trace(path)
 
     return handler
+
+
+# The profile whose trace the (process-wide) C++ profiler records now, to name it when another
+# one is started.
+_owner: Optional[weakref.ref] = None
 
 
 class profile:
@@ -256,6 +265,7 @@ class profile:
         self.step_num = 0
         self.current_action = ProfilerAction.NONE
         self._running = False  # the C++ profiler was started by this profile
+        self._started = False  # start() ran and stop() did not yet
         self._step_range = 0
         self._events: Optional[EventList] = None
         # _cuda_available() imports ember._C_cuda, which registers the CUDA activity (CUPTI).
@@ -273,10 +283,18 @@ class profile:
         return ProfilerActivity.CPU in self.activities or self._device
 
     def _start_trace(self) -> None:
+        global _owner
         if self._running or not self._records():
             return
+        other = _owner() if _owner is not None else None
+        if other is not None and other is not self and other._running:
+            raise RuntimeError(
+                "profile: a profiler is already running (one ember.profiler.profile at a time; "
+                f"the other was started at step {other.step_num} and not stopped): leave its "
+                "`with` block or call its stop() first")
         _C._profiler_start(self.record_shapes, self.profile_memory, self.with_stack, self._device)
         self._running = True
+        _owner = weakref.ref(self)
         if self._record_steps:
             self._step_range = _C._profiler_push_range(f"ProfilerStep#{self.step_num}")
 
@@ -332,6 +350,7 @@ class profile:
     def start(self) -> None:
         """Starts profiling (as entering the ``with`` block does)."""
         self.current_action = self.schedule(self.step_num)
+        self._started = True
         self._transition(ProfilerAction.NONE, self.current_action)
 
     def stop(self) -> None:
@@ -340,11 +359,17 @@ class profile:
         if prev == ProfilerAction.RECORD:
             prev = ProfilerAction.RECORD_AND_SAVE
         self.current_action = ProfilerAction.NONE
+        self._started = False
         self._transition(prev, None)
 
     def step(self) -> None:
         """Marks the end of an iteration: the schedule decides what the next one does."""
         A = ProfilerAction
+        if not self._started:
+            # stepping a profile never started would start the process-wide profiler with
+            # nothing left to stop it (PyTorch: an AssertionError)
+            raise RuntimeError("profile.step: the profiler is not started (enter its `with` "
+                               "block or call start() first)")
         prev = self.current_action
         self.step_num += 1
         self.current_action = self.schedule(self.step_num)
@@ -364,6 +389,16 @@ class profile:
     def __exit__(self, *exc: Any) -> bool:
         self.stop()
         return False
+
+    def __del__(self) -> None:
+        # A profile dropped while recording (start() without stop()) would leave the
+        # process-wide profiler running, refusing every later profile: stop it, unsaved.
+        if getattr(self, "_running", False):
+            try:
+                _C._profiler_stop()
+            except Exception:  # noqa: BLE001,S110  (interpreter shutdown: nothing to report to)
+                pass
+            self._running = False
 
     # ---- results ----------------------------------------------------------------------------
 

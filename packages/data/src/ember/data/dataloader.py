@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import multiprocessing as mp
 import multiprocessing.connection as mp_connection
+import numbers
 import os
 import queue
 import signal
@@ -96,8 +98,16 @@ class DataLoader:
                 f"DataLoader: generator must be an ember.Generator (or None), got "
                 f"{type(generator).__name__}"
             )
+        if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+            raise TypeError(
+                f"DataLoader: timeout should be a number of seconds, got {type(timeout).__name__} "
+                f"{timeout!r}"
+            )
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
+        if math.isnan(timeout):  # NaN > 0 is False: it silently meant "wait forever"
+            raise ValueError("DataLoader: timeout should be a non-negative number of seconds, "
+                             "got nan")
         if num_workers == 0 and prefetch_factor is not None:
             raise ValueError(
                 "prefetch_factor option could only be specified in multiprocessing. Let "

@@ -209,7 +209,17 @@ def random_split(
     """
     if generator is None:
         generator = ember.default_generator
+    elif not isinstance(generator, ember.Generator):
+        raise TypeError(f"random_split: generator must be an ember.Generator (or None), got "
+                        f"{type(generator).__name__}")
     n = len(dataset)  # type: ignore[arg-type]
+    for x in lengths:
+        if isinstance(x, (str, bytes)):
+            raise TypeError(f"random_split: lengths must be numbers (counts or fractions), got "
+                            f"{type(x).__name__} {x!r}")
+        if not math.isfinite(x):  # NaN or inf: int() of it failed with a bare error
+            raise ValueError(f"random_split: lengths must be finite counts or fractions, got "
+                             f"{list(lengths)}")
     if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
         subset_lengths: list[int] = []
         for i, frac in enumerate(lengths):

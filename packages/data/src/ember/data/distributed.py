@@ -20,7 +20,7 @@ def _world() -> tuple[int, int]:
     is_available = getattr(dist, "is_available", None)
     is_initialized = getattr(dist, "is_initialized", None)
     if not (is_available and is_available() and is_initialized and is_initialized()):
-        raise RuntimeError(
+        raise ValueError(  # PyTorch's class (its get_world_size raises it)
             "DistributedSampler: num_replicas and rank were not given and the default process "
             "group is not initialized (call ember.distributed.init_process_group, or pass "
             "num_replicas= and rank=)"

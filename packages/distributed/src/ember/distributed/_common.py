@@ -70,14 +70,30 @@ def dtype_code(dtype: Any) -> int:
         raise TypeError(f"ember.distributed: unsupported dtype {dtype}") from None
 
 
+class CollectiveArgError(ValueError, RuntimeError):
+    """A collective's argument of the wrong size or rank: a ValueError (ember's class for it),
+    and a RuntimeError as PyTorch's gloo raises ("invalid tensor size", "invalid root rank")."""
+
+
+class CollectiveListTypeError(ValueError, TypeError):
+    """A collective's tensor list that is not a list: a ValueError (ember's class for it), and a
+    TypeError as PyTorch raises."""
+
+
+class ReduceOpDtypeError(TypeError, RuntimeError):
+    """A reduction that the tensor's dtype cannot take: a TypeError, and a RuntimeError as
+    PyTorch raises ("Cannot use ReduceOp.BAND with non-integral dtype")."""
+
+
 def check_op_dtype(name: str, op: ReduceOp, dtype: Any) -> None:
     if op is ReduceOp.SUM:  # the common case, checked first
         return
     op = ReduceOp(op)
     if op == ReduceOp.AVG and not dtype.is_floating_point:
-        raise TypeError(f"{name}: ReduceOp.AVG needs a floating-point tensor, got {dtype}")
+        raise ReduceOpDtypeError(f"{name}: ReduceOp.AVG needs a floating-point tensor, got {dtype}")
     if op in (ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR) and dtype.is_floating_point:
-        raise TypeError(f"{name}: ReduceOp.{op.name} needs an integer or bool tensor, got {dtype}")
+        raise ReduceOpDtypeError(f"{name}: ReduceOp.{op.name} needs an integer or bool tensor, got "
+                            f"{dtype}")
 
 
 def check_tensor(name: str, t: Any, arg: str = "tensor") -> None:

@@ -24,6 +24,7 @@ import ember
 from ember import _C
 
 from ._common import (
+    CollectiveArgError,
     DistBackendError,
     ReduceOp,
     check_op_dtype,
@@ -248,14 +249,29 @@ class ShmBackend:
         """outs[j] receives ins[j] of rank j; pieces may differ in size between pairs."""
         out_bufs = [out_buffer(o) for o in outs]
         with _Sources(ins) as srcs:
+            n = self._size
             in_n = [s.numel() * s.element_size() for s in srcs]
             out_n = [o.numel() * o.element_size() for o in outs]
-            # Every rank must run the same number of steps: agree on the largest piece.
-            big = ember.tensor([max(in_n + [0])], dtype=ember.int64)
-            gathered = ember.zeros(self._size, dtype=ember.int64)
-            self._xchg(name, [(0, big.data_ptr(), 8)],
-                       [(j, 0, gathered.data_ptr() + 8 * j, 8) for j in range(self._size)])
-            total = int(gathered.max().item())
+            # Every rank learns every rank's piece sizes, so that all agree on the number of
+            # steps and all find (and refuse, together) a piece whose receiver expects another
+            # size: unchecked, a short output silently got a cut piece and a long one kept
+            # stale values past it.
+            mine = ember.tensor(in_n + out_n, dtype=ember.int64)
+            table = ember.zeros((n, 2 * n), dtype=ember.int64)
+            self._xchg(name, [(0, mine.data_ptr(), 16 * n)],
+                       [(j, 0, table.data_ptr() + 16 * n * j, 16 * n) for j in range(n)])
+            rows = table.tolist()
+            for r in range(n):
+                for j in range(n):
+                    sent, expected = rows[j][r], rows[r][n + j]
+                    if sent != expected:
+                        table_note = (f"; every rank: in bytes {[row[:n] for row in rows]}, "
+                                      f"out bytes {[row[n:] for row in rows]}" if n <= 8 else "")
+                        raise CollectiveArgError(
+                            f"{name}: rank {r} of group {self.label} expects {expected} bytes "
+                            f"from rank {j}, which sends it {sent} bytes (input and output "
+                            f"pieces must have the same size{table_note})")
+            total = max(max(row[:n]) for row in rows) if n else 0
             step = (self.slot // self._size) // 64 * 64
             for off in range(0, max(total, 1), step):
                 puts = [(j * step, srcs[j].data_ptr() + off, min(step, in_n[j] - off))

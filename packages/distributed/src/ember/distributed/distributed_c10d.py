@@ -30,7 +30,14 @@ from urllib.parse import parse_qs, urlparse
 import ember
 import numpy as np
 
-from ._common import DistBackendError, ReduceOp, check_op_dtype, check_tensor
+from ._common import (
+    CollectiveArgError,
+    CollectiveListTypeError,
+    DistBackendError,
+    ReduceOp,
+    check_op_dtype,
+    check_tensor,
+)
 from ._store import FileStore, PrefixStore, Store, TCPStore
 from ._work import Future, Work, _Executor
 
@@ -129,11 +136,12 @@ class ProcessGroup:
         return getattr(self, "_bound_device", None)
 
     def group_rank(self, global_rank: int, what: str) -> int:
+        global_rank = _rank_arg(what, "rank", global_rank)
         try:
-            return self.ranks.index(int(global_rank))
+            return self.ranks.index(global_rank)
         except ValueError:
-            raise ValueError(f"{what}: rank {global_rank} is not part of group {self.label} "
-                             f"(its ranks are {self.ranks})") from None
+            raise CollectiveArgError(f"{what}: rank {global_rank} is not part of group "
+                                      f"{self.label} (its ranks are {self.ranks})") from None
 
     def p2p_executor(self, kind: str, peer: int) -> _Executor:
         key = (kind, peer)
@@ -631,7 +639,9 @@ def _pg(group: Any) -> ProcessGroup | None:
     if group is GroupMember.NON_GROUP_MEMBER:
         return None
     if not isinstance(group, ProcessGroup):
-        raise TypeError(f"group must be a ProcessGroup from new_group, got {type(group).__name__}")
+        # ValueError, PyTorch's class ("Group ... is not registered")
+        raise ValueError(f"group must be a ProcessGroup from new_group, got "
+                         f"{type(group).__name__} {group!r}")
     if group.destroyed:
         raise ValueError(f"process group {group.label} was destroyed by destroy_process_group and "
                          "can't be used any more; make a new one with new_group")
@@ -651,7 +661,8 @@ def new_group(ranks: list[int] | None = None, timeout: timedelta | None = None,
     """
     d = _default()
     world = _state.world_size
-    ranks = sorted(range(world)) if ranks is None else sorted(int(r) for r in ranks)
+    ranks = (sorted(range(world)) if ranks is None
+             else sorted(_rank_arg("new_group", "each of ranks", r) for r in ranks))
     if len(set(ranks)) != len(ranks) or any(not 0 <= r < world for r in ranks):
         raise ValueError(f"new_group: ranks {ranks} must be distinct ranks below the world size "
                          f"{world}")
@@ -810,6 +821,7 @@ def get_process_group_ranks(group: ProcessGroup | None) -> list[int]:
 
 def get_global_rank(group: ProcessGroup | None, group_rank: int) -> int:
     pg = _pg(group)
+    group_rank = _rank_arg("get_global_rank", "group_rank", group_rank)
     if pg is None or not 0 <= group_rank < len(pg.ranks):
         raise ValueError(f"get_global_rank: group rank {group_rank} is not in the group")
     return pg.ranks[group_rank]
@@ -871,8 +883,21 @@ def _run(pg: ProcessGroup, name: str, desc: Callable[[], str], body: Callable[[]
     return ex.run(name, fn, outputs, async_op)
 
 
+def _rank_arg(name: str, arg: str, value: Any) -> int:
+    """A rank argument as an int: a str or float is refused (int() would turn "1" or 0.9 into a
+    rank, running the collective from the wrong root)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name}: {arg} must be an int, got {type(value).__name__} "
+                        f"{value!r}")
+    return int(value)
+
+
 def _root(pg: ProcessGroup, name: str, global_rank: int | None, group_rank: int | None) -> int:
+    if group_rank is not None and global_rank is not None:
+        raise ValueError(f"{name}: pass either a global rank or a group rank (group_src / "
+                         f"group_dst / group_peer), not both; got {global_rank} and {group_rank}")
     if group_rank is not None:
+        group_rank = _rank_arg(name, "group rank", group_rank)
         if not 0 <= group_rank < pg.size():
             raise ValueError(f"{name}: group rank {group_rank} outside group of size {pg.size()}")
         return group_rank
@@ -884,12 +909,14 @@ def _root(pg: ProcessGroup, name: str, global_rank: int | None, group_rank: int 
 def _check_list(name: str, lst: Any, n: int, arg: str, like: Any = None) -> None:
     if not isinstance(lst, (list, tuple)) or len(lst) != n:
         got = len(lst) if isinstance(lst, (list, tuple)) else type(lst).__name__
-        raise ValueError(f"{name}: {arg} must be a list of {n} tensors (one per rank), got {got}")
+        err = CollectiveArgError if isinstance(lst, (list, tuple)) else CollectiveListTypeError
+        raise err(f"{name}: {arg} must be a list of {n} tensors (one per rank), got {got}")
     for i, t in enumerate(lst):
         check_tensor(name, t, f"{arg}[{i}]")
         if like is not None and (t.numel() != like.numel() or t.dtype != like.dtype):
-            raise ValueError(f"{name}: {arg}[{i}] has {t.numel()} elements of {t.dtype}; "
-                             f"expected {like.numel()} of {like.dtype} like the input")
+            raise CollectiveArgError(f"{name}: {arg}[{i}] has {t.numel()} elements of "
+                                      f"{t.dtype}; expected {like.numel()} of {like.dtype} "
+                                      "like the input")
 
 
 def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None = None,
@@ -1009,9 +1036,10 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any,
     n = pg.size()
     if (output_tensor.numel() != n * input_tensor.numel()
             or output_tensor.dtype != input_tensor.dtype):
-        raise ValueError(f"all_gather_into_tensor: output_tensor {tuple(output_tensor.shape)} "
-                         f"{output_tensor.dtype} must hold world_size ({n}) x input "
-                         f"{tuple(input_tensor.shape)} {input_tensor.dtype}")
+        raise CollectiveArgError(
+            f"all_gather_into_tensor: output_tensor {tuple(output_tensor.shape)} "
+            f"{output_tensor.dtype} must hold world_size ({n}) x input "
+            f"{tuple(input_tensor.shape)} {input_tensor.dtype}")
 
     def body() -> None:
         from ._common import out_buffer
@@ -1103,8 +1131,9 @@ def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM, 
     check_op_dtype("reduce_scatter_tensor", op, output.dtype)
     n = pg.size()
     if input.numel() != n * output.numel() or input.dtype != output.dtype:
-        raise ValueError(f"reduce_scatter_tensor: input {tuple(input.shape)} {input.dtype} must "
-                         f"hold world_size ({n}) x output {tuple(output.shape)} {output.dtype}")
+        raise CollectiveArgError(
+            f"reduce_scatter_tensor: input {tuple(input.shape)} {input.dtype} must hold "
+            f"world_size ({n}) x output {tuple(output.shape)} {output.dtype}")
     op = ReduceOp(op)
 
     def body() -> None:
@@ -1143,12 +1172,12 @@ def _split_rows(t: Any, splits: list[int] | None, n: int, name: str, arg: str) -
     rows = t.shape[0] if t.dim() > 0 else 1
     if splits is None or len(splits) == 0:
         if rows % n:
-            raise ValueError(f"{name}: {arg} has {rows} rows, not divisible by world size {n}; "
-                             "pass split sizes")
+            raise CollectiveArgError(f"{name}: {arg} has {rows} rows, not divisible by world "
+                                      f"size {n}; pass split sizes")
         splits = [rows // n] * n
     if len(splits) != n or sum(splits) != rows or any(s < 0 for s in splits):
-        raise ValueError(f"{name}: {arg} split sizes {list(splits)} must be {n} non-negative "
-                         f"numbers summing to its {rows} rows")
+        raise CollectiveArgError(f"{name}: {arg} split sizes {list(splits)} must be {n} "
+                                  f"non-negative numbers summing to its {rows} rows")
     flat = t.reshape(-1)
     per_row = flat.numel() // rows if rows else 0
     out, start = [], 0
@@ -1474,6 +1503,12 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
     """Starts every isend/irecv of the list; returns their Work handles (on a nccl group: one
     Work, the operations run together in one ncclGroupStart/End, so sends and receives between
     the same ranks cannot deadlock)."""
+    if not isinstance(p2p_op_list, (list, tuple)) or not all(
+            isinstance(p, P2POp) for p in p2p_op_list):
+        got = (type(p2p_op_list).__name__ if not isinstance(p2p_op_list, (list, tuple)) else
+               [type(p).__name__ for p in p2p_op_list])
+        raise ValueError("batch_isend_irecv: p2p_op_list must be a list of dist.P2POp, got "
+                         f"{got}")
     if p2p_op_list:
         first = p2p_op_list[0]
         pg = _pg(first.group)
@@ -1525,6 +1560,16 @@ def _from_tensor(t: Any, size: int) -> Any:
     return pickle.loads(_host(t).numpy()[:size].tobytes())
 
 
+def _object_list(name: str, arg: str, lst: Any, at_least: int = 0) -> None:
+    """The object collectives write into lst[i]: it must be a list (a tuple can't be written,
+    an int has no entries), with room for what comes."""
+    if not isinstance(lst, list):
+        raise TypeError(f"{name}: {arg} must be a list, got {type(lst).__name__}")
+    if len(lst) < at_least:
+        raise ValueError(f"{name}: {arg} must be a list of at least {at_least} entries, got "
+                         f"{len(lst)}")
+
+
 def broadcast_object_list(object_list: list, src: int | None = None,
                           group: ProcessGroup | None = None, device: Any = None,
                           group_src: int | None = None) -> None:
@@ -1538,6 +1583,7 @@ def broadcast_object_list(object_list: list, src: int | None = None,
     pg = _pg(group)
     if pg is None:
         return
+    _object_list("broadcast_object_list", "object_list", object_list)
     root = _root(pg, "broadcast_object_list", src, group_src)
     gsrc = pg.ranks[root]
     dev = _object_device(pg, device)
@@ -1676,7 +1722,16 @@ def scatter_object_list(scatter_object_output_list: list, scatter_object_input_l
     pg = _pg(group)
     if pg is None:
         return
+    _object_list("scatter_object_list", "scatter_object_output_list",
+                 scatter_object_output_list, 1)
     root = _root(pg, "scatter_object_list", src, group_src)
+    if pg.rank() == root and (not isinstance(scatter_object_input_list, (list, tuple)) or
+                              len(scatter_object_input_list) != pg.size()):
+        got = (len(scatter_object_input_list)
+               if isinstance(scatter_object_input_list, (list, tuple))
+               else type(scatter_object_input_list).__name__)
+        raise ValueError(f"scatter_object_list: on src, scatter_object_input_list must be a list "
+                         f"of {pg.size()} objects (one per rank), got {got}")
     objs = list(scatter_object_input_list) if pg.rank() == root else [None] * pg.size()
     broadcast_object_list(objs, src=pg.ranks[root], group=group)
     scatter_object_output_list[0] = objs[pg.rank()]

@@ -489,6 +489,20 @@ class Optimizer:
                     f"{name}.load_state_dict: parameter group {i} has {len(sg['params'])} "
                     f"parameters in the state dict but {len(g['params'])} in the optimizer"
                 )
+            # A hyperparameter (a number, pair or Tensor) the state dict lacks: the dict is from
+            # another optimizer or was edited, and step() would fail on it with a bare KeyError
+            # (PyTorch's way). Options (bools, None) absent from older checkpoints are filled
+            # from the optimizer, as PyTorch's __setstate__ does.
+            lacking = sorted(k for k, cur in g.items() if k not in sg and k in self.defaults
+                             and not (cur is None or isinstance(cur, bool)))
+            if lacking:
+                extra = sorted(k for k in sg if k not in g and k not in ("params", "initial_lr"))
+                hint = (f"; it holds {extra}, which {name} does not take: is it from another "
+                        "optimizer?") if extra else ""
+                raise ValueError(
+                    f"{name}.load_state_dict: parameter group {i} of the state dict lacks the "
+                    f"hyperparameter(s) {lacking} that {name} needs{hint}"
+                )
             for k, cur in g.items():
                 new = sg.get(k)
                 # a number (lr, momentum, ...) must stay one: a string would fail only in step()
@@ -537,6 +551,9 @@ class Optimizer:
         new_groups = []
         for g, sg in zip(self.param_groups, saved_groups):
             ng = copy.deepcopy({k: v for k, v in sg.items() if k != "params"})
+            for k, cur in g.items():  # options an older checkpoint lacks keep their value
+                if k not in ng and k in self.defaults:
+                    ng[k] = cur
             ng["params"] = g["params"]
             if "param_names" in g and "param_names" not in ng:
                 ng["param_names"] = g["param_names"]

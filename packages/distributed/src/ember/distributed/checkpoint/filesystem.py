@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import pickle
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,7 +110,15 @@ class FileSystemReader:
             raise FileNotFoundError(f"no checkpoint at {self.path}: {meta} is missing (an "
                                     "interrupted save writes it last)")
         with open(meta, "rb") as f:
-            return loads(f.read())
+            data = f.read()
+        try:
+            return loads(data)
+        except (pickle.UnpicklingError, EOFError, ValueError, IndexError, KeyError,
+                TypeError, AttributeError) as e:
+            # a truncated or overwritten file: name it (the bare pickle error does not)
+            raise pickle.UnpicklingError(
+                f"{meta}: corrupt checkpoint metadata ({len(data)} bytes; "
+                f"{type(e).__name__}: {e})") from e
 
     def read_item(self, info: _StorageInfo) -> Any:
         import ember

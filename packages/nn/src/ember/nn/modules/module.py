@@ -1560,6 +1560,15 @@ class Module:
                     else:
                         setattr(self, name, value)
                 else:
+                    if current.device.type == "meta" and value.device.type != "meta":
+                        # a copy into a meta tensor keeps nothing: say so, or the checkpoint's
+                        # values are dropped without a word (PyTorch's warning)
+                        warnings.warn(
+                            f"for {key}: copying from a non-meta parameter in the checkpoint to a "
+                            "meta parameter in the current model, which is a no-op. (Did you mean "
+                            "to pass `assign=True` to assign items in the state dictionary to "
+                            "their corresponding key in the module instead of copying them in "
+                            "place?)", UserWarning, stacklevel=2)
                     with ember.no_grad():
                         current.copy_(value)
             except Exception as ex:  # report every failing key, not just the first

@@ -584,7 +584,7 @@ class DistributedDataParallel(Module):
             )
         dist = _dist()
         if not dist.is_initialized():
-            raise RuntimeError(
+            raise ValueError(  # PyTorch's class (its get_world_size raises it)
                 "DistributedDataParallel: the default process group has not been "
                 "initialized; call ember.distributed.init_process_group(...) first"
             )
