@@ -189,3 +189,12 @@ def test_visualize_sharding(mesh, capsys):
     assert out[2].split() == ["0-3", "0-2", "0"]
     with pytest.raises(RuntimeError, match="only 1D or 2D"):
         visualize_sharding(distribute_tensor(ember.ones(2, 2, 2), mesh, [Shard(0)]))
+
+
+def test_distribute_tensor_takes_leaves_only(mesh):
+    from ember.distributed.tensor import Shard, distribute_tensor
+
+    x = ember.ones(2, 2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf tensors"):
+        distribute_tensor(x * 2, mesh, [Shard(0)])
+    assert distribute_tensor(x, mesh, [Shard(0)]).requires_grad

@@ -1126,6 +1126,9 @@ def distribute_tensor(tensor: ember.Tensor, device_mesh: DeviceMesh | None = Non
 
         >>> d = distribute_tensor(ember.randn(8, 4), mesh, [Shard(0)])  # doctest: +SKIP
     """
+    if not tensor.is_leaf:
+        raise RuntimeError("`distribute_tensor` should be used to distribute leaf tensors! but "
+                           "found non-leaf tensor!")
     mesh = device_mesh or _default_mesh(tensor)
     target = _check_placements(placements or [Replicate()], mesh, tensor.ndim)
     with ember.no_grad():
