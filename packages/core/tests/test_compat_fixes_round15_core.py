@@ -8,13 +8,16 @@ values, and against PyTorch where it is installed:
 - found while probing the same idiom over other ops: erfinv kept its result for backward too
   (torch recomputes from the input); matmul (so F.linear without a bias) kept an input whose
   partner needs no gradient, so ``h = F.linear(x, frozen_w); x += h`` failed in backward (torch's
-  mm saves an input only for the other's gradient); and a real logcumsumexp returned a strided view into a
+  mm saves an input only for the other's gradient); element-wise results took the layout of any
+  non-contiguous input, where torch's TensorIterator lets the first input decide (so
+  ``(a + b.transpose(1, 2)).view(2, -1)`` raised in ember; adapter_frozen_backbone.py's blocks
+  then saved copies where torch saves views); and a real logcumsumexp returned a strided view into a
   complex buffer (not contiguous, with a _base; in-place writes then raised
   NotImplementedError).
 
-The div, erfinv and matmul fixes are C++ (autograd/formulas_complex.h, formulas_math.h,
-formulas_base.h, ops/pointwise.yaml, ops/linalg.yaml): their tests need an ember built from
-this tree.
+The div, erfinv, matmul and layout fixes are C++ (autograd/formulas_complex.h, formulas_math.h,
+formulas_base.h, ops/pointwise.yaml, ops/linalg.yaml, kernels/iterator.cpp): their tests need an
+ember built from this tree.
 
 (In-place writes into outputs of unbind / split / chunk stay allowed under autograd: torch
 refuses them, ember records them correctly, by design; test_grad_inplace_views.py pins that.)"""
@@ -206,6 +209,38 @@ def test_frozen_product_write_matches_torch():
         return a0.grad
 
     _same(fn)
+
+
+# ---- the layout of element-wise results: the first input decides (needs the rebuilt C++) -----
+
+LAYOUTS = {
+    "contiguous + transposed": (lambda M: M.ones(2, 3, 4) + M.ones(2, 4, 3).transpose(1, 2), (12, 4, 1)),
+    "transposed + contiguous": (lambda M: M.ones(2, 4, 3).transpose(1, 2) + M.ones(2, 3, 4), (12, 1, 3)),
+    "transposed + number": (lambda M: M.ones(2, 4, 3).transpose(1, 2) * 2, (12, 1, 3)),
+    "where": (lambda M: M.where(M.ones(4, 5) > 0, M.ones(4, 5), M.ones(5, 4).t()), (5, 1)),
+    "t + x": (lambda M: M.ones(5, 4).t() + M.ones(4, 5), (1, 4)),
+    "contiguous + channels_last": (lambda M: M.ones(2, 3, 4, 5) + M.ones(2, 4, 5, 3).permute(0, 3, 1, 2), (60, 20, 5, 1)),
+    "channels_last + bias": (lambda M: M.ones(2, 4, 5, 3).permute(0, 3, 1, 2) + M.ones(3, 1, 1), (60, 1, 15, 3)),
+    "bias + channels_last": (lambda M: M.ones(3, 1, 1) + M.ones(2, 4, 5, 3).permute(0, 3, 1, 2), (60, 1, 15, 3)),
+    "broadcast row + transposed": (lambda M: M.ones(3, 1).expand(3, 4) + M.ones(4, 3).t(), (1, 3)),
+    "strided slice": (lambda M: M.ones(4, 6)[:, ::2].t() + 1, (1, 3)),
+    "empty transposed": (lambda M: M.ones(0, 3).t() + 1, (1, 3)),
+}
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_elementwise_result_layout(name):
+    make, strides = LAYOUTS[name]
+    assert make(ember).stride() == strides
+    if torch is not None:
+        assert make(torch).stride() == strides
+
+
+def test_view_of_a_sum_with_a_transposed_operand():
+    a = ember.arange(24.0).reshape(2, 3, 4)
+    b = ember.arange(24.0).reshape(2, 4, 3)
+    s = a + b.transpose(1, 2)
+    assert s.view(2, 12).tolist() == (a + b.transpose(1, 2)).reshape(2, 12).tolist()
 
 
 # ---- logcumsumexp returns a fresh contiguous tensor --------------------------------------------
