@@ -9,7 +9,8 @@ counter semantics, sparse COO / CSR solvers and label propagation, differentiabl
 ranking, heatmap keypoint detection, DragonNet treatment-effect estimation, a two-tower
 retrieval model with EmbeddingBag, T5 relative position buckets and ALiBi, an OptNet-style QP
 layer, (2+1)-D video convolutions with a temporal shift, MuZero's value transform and search, and
-ensemble active learning with a last-layer Laplace approximation.
+ensemble active learning with a last-layer Laplace approximation, and parameter-efficient
+fine-tuning of a frozen backbone (adapters, BitFit, prefixes).
 
 Each program runs on ember and its output is checked on its own (the self-checks hold without
 torch); where torch is installed it runs there too and ember's output must print the same lines
@@ -231,3 +232,16 @@ def test_ensemble_active_learning(capsys):
     acc0, acc, ece = _results(got)
     assert acc > 0.85 and ece < 0.2
     assert "hessian (50, 50) symmetric True hvp == H v True vhp == hvp True jacobian (5, 2, 50)" in got
+
+
+def test_adapter_frozen_backbone(capsys):
+    # requires_grad_(False) backbones, adapters / BitFit / prefix tuning, x += F.linear(x, frozen)
+    # and writes into a quotient's output (torch's saved tensors: matmul keeps an input only for
+    # its partner's gradient, div keeps the dividend), sums with transposed operands laid out
+    # like the first one, the refused x += adapter(x) caught as RuntimeError, inference_mode
+    got = _check("adapter_frozen_backbone.py", capsys, rtol=1e-4, atol=1e-5)
+    first, last, acc = _results(got)
+    assert last < 0.6 * first and acc > 0.4
+    assert "x += F.linear(x, frozen) backward ok, grad [[2.5, 0.5, 4.5]]" in got
+    assert "x += adapter(x) with a trainable adapter: RuntimeError (True)" in got
+    assert got.count("frozen weights unchanged True frozen grads None True") == 4
