@@ -252,3 +252,12 @@ def test_logcumsumexp_of_real_input_is_contiguous():
     assert y.detach().flatten().tolist() == pytest.approx([-1.5, -0.2, 0.452978, 2.105083], abs=1e-6)
     y.sum().backward()
     assert x.grad.flatten().tolist() == pytest.approx([1.141851, 1.099751, 0.858149, 0.900250], abs=1e-6)
+
+
+def test_one_hot_categorical_samples_are_contiguous():
+    # Categorical.sample gives a transposed index (multinomial(...).T.reshape, as torch); the
+    # one-hot of it is contiguous in torch (F.one_hot), so z.view(n, -1) works on it
+    d = ember.distributions.OneHotCategorical(probs=ember.full((3, 4), 0.25))
+    z = d.sample((5,))
+    assert z.is_contiguous() and z.view(5, 12).sum().item() == 15.0
+    assert d.mode.is_contiguous() and d.mode.sum(-1).tolist() == [1.0, 1.0, 1.0]
