@@ -192,38 +192,44 @@ inline const char* einsum_node_name(const std::string& equation,
 }
 
 // matmul's gradients, following its batching rules (1-D operands gain and lose a dim).
-inline Tensor matmul_backward_self(const Tensor& grad, const Tensor& self, const Tensor& other) {
-  if (self->dim() == 1 && other->dim() == 1) return mul(other, grad);
+// matmul's gradients read the other operand and only the sizes of the one they are for (as
+// torch, whose mm saves an input only when the other needs a gradient): a write into an input
+// whose partner is frozen keeps backward valid.
+inline Tensor matmul_backward_self(const Tensor& grad, const InputMeta& self, const Tensor& other) {
+  const size_t self_dim = self.sizes.size();
+  if (self_dim == 1 && other->dim() == 1) return mul(other, grad);
   Tensor o = other->dim() == 1 ? ops::unsqueeze(other, 1) : other;
   Tensor g = grad;
   if (other->dim() == 1) g = ops::unsqueeze(g, -1);
-  if (self->dim() == 1) g = ops::unsqueeze(g, -2);
-  Tensor r = self->dim() == 2 && o->dim() == 2 && g->dim() == 2
-                 ? mm_like(g, ops::t(o), InputMeta(self))
+  if (self_dim == 1) g = ops::unsqueeze(g, -2);
+  Tensor r = self_dim == 2 && o->dim() == 2 && g->dim() == 2
+                 ? mm_like(g, ops::t(o), self)
                  : ops::matmul(g, ops::transpose(o, -1, -2));
-  if (self->dim() == 1) r = ops::squeeze(r, DimVector{-2});
+  if (self_dim == 1) r = ops::squeeze(r, DimVector{-2});
   return r;  // reduce_grad sums broadcast batch dims
 }
-inline Tensor matmul_backward_other(const Tensor& grad, const Tensor& self, const Tensor& other) {
-  if (self->dim() == 1 && other->dim() == 1) return mul(self, grad);
+inline Tensor matmul_backward_other(const Tensor& grad, const Tensor& self,
+                                    const InputMeta& other) {
+  const int64_t other_dim = static_cast<int64_t>(other.sizes.size());
+  if (self->dim() == 1 && other_dim == 1) return mul(self, grad);
   Tensor s = self->dim() == 1 ? ops::unsqueeze(self, 0) : self;
   Tensor g = grad;
   if (self->dim() == 1) g = ops::unsqueeze(g, -2);
-  if (other->dim() == 1) g = ops::unsqueeze(g, -1);
-  if (s->dim() > 2 && other->dim() == 2) {
+  if (other_dim == 1) g = ops::unsqueeze(g, -1);
+  if (s->dim() > 2 && other_dim == 2) {
     // a batch of rows against one matrix: the batch folds into the rows, one product (as the
     // forward and PyTorch's backward run it) instead of a batched product and a sum
     const int64_t k = s->size(s->dim() - 1), m = g->size(g->dim() - 1);
     return mm_mat2_grad(ops::reshape(g, DimVector{-1, m}), ops::reshape(s, DimVector{-1, k}),
-                        InputMeta(other));
+                        other);
   }
-  Tensor r = s->dim() == 2 && other->dim() == 2 && g->dim() == 2
-                 ? mm_like(ops::t(s), g, InputMeta(other))
+  Tensor r = s->dim() == 2 && other_dim == 2 && g->dim() == 2
+                 ? mm_like(ops::t(s), g, other)
                  : ops::matmul(ops::transpose(s, -1, -2), g);
-  if (other->dim() == 1) r = ops::squeeze(r, DimVector{-1});
-  if (r->dim() > other->dim()) {  // batch dims of self that other broadcast over
+  if (other_dim == 1) r = ops::squeeze(r, DimVector{-1});
+  if (r->dim() > other_dim) {  // batch dims of self that other broadcast over
     DimVector lead;
-    for (int64_t d = 0; d < r->dim() - other->dim(); ++d) lead.push_back(d);
+    for (int64_t d = 0; d < r->dim() - other_dim; ++d) lead.push_back(d);
     r = ops::sum(r, lead, false, std::nullopt);
   }
   return r;

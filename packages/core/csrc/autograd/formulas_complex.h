@@ -107,13 +107,14 @@ inline Tensor sgn_backward(const Tensor& grad, const Tensor& self, const Tensor&
   return ops::masked_fill(g, zero, TensorOrScalar(Scalar(0.0)));
 }
 
-// div's derivatives: grad / conj(other) and -grad * conj(result / other).
+// div's derivatives: grad / conj(other) and -grad * conj(self / other / other). The latter reads
+// self, not the result (as torch), so writing into the quotient in place leaves it valid.
 inline Tensor div_backward_self(const Tensor& grad, const TensorOrScalar& other) {
   return div(grad, conj_factor(other));
 }
-inline Tensor div_backward_other(const Tensor& grad, const Tensor& result,
+inline Tensor div_backward_other(const Tensor& grad, const Tensor& self,
                                  const TensorOrScalar& other) {
-  return div(mul(neg(grad), cj(result)), conj_factor(other));
+  return div(mul(neg(grad), cj(div(self, other))), conj_factor(other));
 }
 
 // pow's derivative for self, complex self or exponent: grad * conj(e * self^(e - 1)) (0 for

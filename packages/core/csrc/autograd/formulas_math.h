@@ -139,8 +139,9 @@ inline Tensor erf_backward(const Tensor& grad, const Tensor& self) {
 inline Tensor erfc_backward(const Tensor& grad, const Tensor& self) {
   return mul(grad, mul(exp(neg(square(self))), Scalar(-kTwoOverSqrtPi)));
 }
-inline Tensor erfinv_backward(const Tensor& grad, const Tensor& result) {
-  return mul(grad, mul(exp(square(result)), Scalar(kSqrtPiOverTwo)));
+// erfinv's derivative sqrt(pi) / 2 * exp(erfinv(x)^2), from y = erfinv(x).
+inline Tensor erfinv_backward(const Tensor& grad, const Tensor& y) {
+  return mul(grad, mul(exp(square(y)), Scalar(kSqrtPiOverTwo)));
 }
 // nan_to_num: the replaced elements (NaN, +-inf) are constants.
 inline Tensor nan_to_num_backward(const Tensor& grad, const Tensor& self) {

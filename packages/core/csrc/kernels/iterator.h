@@ -46,7 +46,8 @@ class TensorIterator {
     return *this;
   }
   // For element-wise ops, whose results don't depend on the order elements are visited in:
-  // new outputs take the layout of a dense non-contiguous input, and the dims are walked in
+  // new outputs take the inputs' layout as torch's TensorIterator orders it (the first input
+  // decides between two dims, see new_output), and the dims are walked in
   // the memory order of the first operand (unit stride innermost). Off by default: some users
   // (masked_select, nonzero...) fill their output in row-major order.
   TensorIterator& keep_layout() {

@@ -659,7 +659,8 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
         # The kernel's running log-space sum: one shift by the whole dim's max (below) turns
         # exp of the leading elements into 0 when a later one is ~90 (float32) larger.
         c = _C.complex128 if x.dtype == _C.float64 else _C.complex64
-        return _C._logcumsumexp(x.to(c), dim).real.to(x.dtype)
+        # contiguous: a fresh tensor as torch's, not a strided view into the complex result
+        return _C._logcumsumexp(x.to(c), dim).real.to(x.dtype).contiguous()
     m = x.detach().amax(dim, keepdim=True)
     m = _C.where(m.isinf(), _C.zeros_like(m), m)
     return (x - m).exp().cumsum(dim).log() + m

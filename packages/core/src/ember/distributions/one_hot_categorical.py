@@ -21,8 +21,10 @@ __all__ = ["OneHotCategorical", "OneHotCategoricalStraightThrough"]
 
 
 def _one_hot(index: Tensor, num_classes: int, dtype: Any) -> Tensor:
-    classes = ember.arange(num_classes, device=index.device)
-    return (index.unsqueeze(-1) == classes).to(dtype)
+    # contiguous, as torch's F.one_hot (a comparison with arange would take the layout of the
+    # index, which Categorical.sample gives transposed)
+    out = ember.zeros((*index.shape, num_classes), dtype=dtype, device=index.device)
+    return out.scatter_(-1, index.unsqueeze(-1), 1)
 
 
 class OneHotCategorical(CategoricalParams, Distribution):
