@@ -44,3 +44,10 @@ def _get_device_index(device: Any, optional: bool = False, allow_cpu: bool = Fal
     if current is None:
         raise ValueError(f"_get_device_index: no current device for device type {kind!r}")
     return current()
+
+
+def _holds(pred: Any, *objs: Any) -> bool:
+    """Whether pred is true of any of objs (tensors, sequences of tensors, None) or of an
+    item of one of them (autograd.grad's outputs / inputs / grad_outputs arguments)."""
+    return any(pred(o) or (isinstance(o, (list, tuple)) and any(pred(t) for t in o))
+               for o in objs)

@@ -549,11 +549,9 @@ def unwrap_for_autograd(outputs: Any, grad_outputs: Any,
 
 def has_masked(*objs: Any) -> bool:
     """Whether any of objs (tensors, sequences of tensors, None) is or holds a MaskedTensor."""
-    for o in objs:
-        if is_masked_tensor(o) or (isinstance(o, (list, tuple))
-                                   and any(is_masked_tensor(t) for t in o)):
-            return True
-    return False
+    from ember._utils import _holds
+
+    return _holds(is_masked_tensor, *objs)
 
 
 # ---- metadata and Python protocols ---------------------------------------------------------------

@@ -946,11 +946,9 @@ _register("__getitem__", _getitem)
 # ---- autograd.grad / autograd.backward with nested tensors -----------------------------------
 def has_nested(*objs: Any) -> bool:
     """Whether any of objs (tensors, sequences of tensors, None) is or holds a nested tensor."""
-    for o in objs:
-        if _is_nested(o) or (isinstance(o, (list, tuple))
-                             and any(_is_nested(t) for t in o)):
-            return True
-    return False
+    from ember._utils import _holds
+
+    return _holds(_is_nested, *objs)
 
 
 def _seq(x: Any) -> list[Any]:
