@@ -12,6 +12,7 @@ tensors. Other layouts go the usual way (through whole tensors).
 
 from __future__ import annotations
 
+import ast
 import contextlib
 from typing import Any, Iterator
 
@@ -41,7 +42,7 @@ def _args(c: _Call, schema: str) -> list[Any]:
         if i < len(c.args):
             out.append(c.args[i])
         else:
-            out.append(c.kwargs.get(name, eval(default) if default else None))  # noqa: S307
+            out.append(c.kwargs.get(name, ast.literal_eval(default) if default else None))
     return out
 
 
