@@ -1091,7 +1091,7 @@ def binding_body(op: Op, args: list[Arg], call: str, extra: str = "") -> str:
 def gen_binding(op: Op, kind: str) -> str:
     """kind: 'function', 'method' or 'inplace'."""
     args = op.args
-    if kind == "inplace":  # the in-place form writes into self: it takes no out=
+    if kind != "function":  # as in PyTorch, only the function form takes out=
         args = [a for a in args if a.name != "out"]
     target = "m" if kind == "function" else "cls"
     pyname = op.name + ("_" if kind == "inplace" else "")
@@ -1113,6 +1113,11 @@ def gen_binding(op: Op, kind: str) -> str:
     ret_type = "py::object" if (op.tuple_return or op.returns[0][0] == "Tensor[]" or op.release_gil
                                 or op.cpp_return == "void") else op.cpp_return
     call = f"ops::{op.name}({', '.join(exprs)})"
+    extra_kw: list[Arg] = []  # keyword-only arguments the binding adds (out=, requires_grad=)
+    if kind == "method" and op.native_out:  # the kernel's out= slot gets no tensor
+        full = [arg_conversion(a, op.name, label, a.name in op.none_means_default)[1]
+                if a.name != "out" else "Tensor()" for a in op.args]
+        call = f"ops::{op.name}({', '.join(full)})"
     if kind == "inplace":
         if op.native_out:
             full = [arg_conversion(a, op.name, "", a.name in op.none_means_default)[1]
@@ -1125,6 +1130,7 @@ def gen_binding(op: Op, kind: str) -> str:
         # out=(values, indices): each result goes through write_outs (exact dtypes, the shared
         # resize), and the named tuple holds the out= tensors.
         decls.append("std::optional<std::vector<Tensor>> out")
+        extra_kw.append(Arg("Tensor[]", "out", "None", True))
         if "py::kw_only()" not in pyargs and not any(a.type == "int[]..." for a in args):
             pyargs.append("py::kw_only()")
         pyargs.append('py::arg("out") = py::none()')
@@ -1135,14 +1141,16 @@ def gen_binding(op: Op, kind: str) -> str:
                 f"return {return_expr(op, f'std::make_tuple({outs})')}; }} "
                 f"return {return_expr(op, 'std::move(r)')};")
         ret_type = "py::object"
-    elif op.out and not op.native_out and not op.tuple_return:
+    elif op.out and not op.native_out and not op.tuple_return and kind == "function":
         decls.append("std::optional<Tensor> out")
+        extra_kw.append(Arg("Tensor?", "out", "None", True))
         if "py::kw_only()" not in pyargs and not any(a.type == "int[]..." for a in args):
             pyargs.append("py::kw_only()")
         pyargs.append('py::arg("out") = py::none()')
         grad_flag = ""
         if kind == "function" and any(a.name == "device" and a.type == "Device?" for a in args):
             decls.append("bool requires_grad")
+            extra_kw.append(Arg("bool", "requires_grad", "False", True))
             pyargs.append('py::arg("requires_grad") = false')
             grad_flag = "if (requires_grad) autograd::set_requires_grad(r, true); "
         rule = ", OutDtype::Exact" if op.out_exact else ""
@@ -1158,6 +1166,7 @@ def gen_binding(op: Op, kind: str) -> str:
             and op.cpp_return == "Tensor":
         # Factories take requires_grad=, as in PyTorch.
         decls.append("bool requires_grad")
+        extra_kw.append(Arg("bool", "requires_grad", "False", True))
         if "py::kw_only()" not in pyargs and not any(a.type == "int[]..." for a in args):
             pyargs.append("py::kw_only()")
         pyargs.append('py::arg("requires_grad") = false')
@@ -1171,8 +1180,49 @@ def gen_binding(op: Op, kind: str) -> str:
     doc = op.doc.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     extra = "".join(", " + p for p in pyargs)
     body = dims_overload_prelude(op) + body
+    shown = args if kind == "function" else [a for a in args if a.name != "self"]
+    BINDING_SPECS.append((pyname, kind != "function", spec_params(
+        [Arg(a.type, "input" if a.name == "self" else a.name, a.default, a.kwonly)
+         for a in shown] + extra_kw)))
     return (f'  {target}.def("{pyname}", []({", ".join(decls)}) -> {ret_type} {{ {body} }}'
             f'{extra}, "{doc}");\n')
+
+
+# (Python name, is a Tensor method, parameters) of every binding generated: the table behind
+# the TypeErrors of calls no overload takes (python/arg_errors_py.cpp).
+BINDING_SPECS: list[tuple[str, bool, str]] = []
+
+# How PyTorch's argument parser names the schema types in its messages.
+SPEC_TYPES = {
+    "Tensor": "Tensor", "Tensor?": "Tensor", "Tensor|Scalar": "Tensor or Number",
+    "Tensor|Scalar?": "Tensor or Number", "Tensor[]": "tuple of Tensors",
+    "Tensor?[]": "tuple of Tensors", "Scalar": "Number", "Scalar?": "Number", "int": "int",
+    "int?": "int", "int[]": "tuple of ints", "int[]?": "tuple of ints",
+    "int[]...": "tuple of ints", "float": "float", "float?": "float", "bool": "bool",
+    "bool?": "bool", "str": "str", "str?": "str", "ScalarType": "ember.dtype",
+    "ScalarType?": "ember.dtype", "Device?": "ember.device", "Generator?": "ember.Generator",
+}
+
+
+def spec_params(args: list[Arg]) -> str:
+    """The parameters as `kind|type|name|default` joined by ';'. kind: p (positional), k
+    (keyword-only), v (the *size of factories and views: any number of ints, or size=)."""
+    out = []
+    for a in args:
+        kind = "v" if a.type == "int[]..." else ("k" if a.kwonly else "p")
+        default = "" if a.default is None else "=" + a.default
+        out.append(f"{kind}|{SPEC_TYPES[a.type]}|{a.name}|{default}")
+    return ";".join(out)
+
+
+def gen_binding_specs() -> str:
+    def c_str(text: str) -> str:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    rows = "".join(f'    {{"{n}", {"true" if m else "false"}, {c_str(p)}}},\n'
+                   for n, m, p in BINDING_SPECS)
+    return ("const BindingSpec kBindingSpecs[] = {\n" + rows + "};\n"
+            f"const size_t kNumBindingSpecs = {len(BINDING_SPECS)};\n")
 
 
 # (module or Tensor class, Python name) -> how many generated bindings share it (all groups).
@@ -1220,7 +1270,9 @@ def gen_bind_all(groups: dict[str, list[Op]]) -> str:
     out.append("void bind_generated_ops(py::module_& m, TensorClass& cls) {\n")
     for g in groups:
         out.append(f"  bind_ops_{g}(m, cls);\n")
-    out.append("}\n}  // namespace ember\n")
+    out.append("}\n")
+    out.append(gen_binding_specs())
+    out.append("}  // namespace ember\n")
     return "".join(out)
 
 
@@ -1234,9 +1286,8 @@ def stub_sig(op: Op, kind: str) -> str:
     if kind != "function":
         recv = next((i for i, a in enumerate(args) if a.name == "self"), 0)
         args = args[:recv] + args[recv + 1:]
-    if kind == "inplace":
-        args = [a for a in args if a.name != "out"]
     if kind != "function":
+        args = [a for a in args if a.name != "out"]
         parts.append("self")
     for a in args:
         name = "input" if (kind == "function" and a.name == "self") else a.name
@@ -1249,8 +1300,7 @@ def stub_sig(op: Op, kind: str) -> str:
             kw = True
         default = f" = {a.default}" if a.default is not None else ""
         parts.append(f"{name}: {a.py_type}{default}")
-    if op.out and not op.native_out and kind == "function" or (
-            op.out and not op.native_out and kind == "method" and not op.tuple_return):
+    if op.out and not op.native_out and kind == "function":
         if not kw:
             parts.append("*")
         parts.append("out: tuple[Tensor, ...] | None = None" if op.tuple_return
@@ -1345,13 +1395,15 @@ def main() -> None:
     if ns.out:
         ns.out.mkdir(parents=True, exist_ok=True)
         files = {"ops.h": gen_header(groups), "ops_dispatch.cpp": gen_dispatch(groups),
-                 "bind_all.cpp": gen_bind_all(groups), "_C.pyi": gen_stub(groups),
+                 "_C.pyi": gen_stub(groups),
                  "bind_python_dispatch.cpp": gen_python_dispatch(groups),
                  "frontend_ops.h": gen_frontend(groups)}
         count_overloads(groups)
+        BINDING_SPECS.clear()
         for g, ops in groups.items():
             files[f"bind_{g}.cpp"] = gen_bindings(g, ops)
             files[f"autograd_{g}.cpp"] = gen_autograd(g, ops)
+        files["bind_all.cpp"] = gen_bind_all(groups)  # after the bindings: it holds their specs
         for name, text in files.items():
             path = ns.out / name
             if not path.exists() or path.read_text() != text:  # keep mtimes for incremental builds

@@ -280,7 +280,8 @@ ERRORS = [
      r"Sizes of tensors must match except in dimension 1. Expected size 2 but got size 3 for tensor "
      r"number 2 in the list \(shapes \(2, 3\) and \(3, 3\)\)"),
     (lambda: ember.cat([ember.zeros(2, 3)], 2), IndexError, r"out of range.*\[-2, 1\]"),
-    (lambda: ember.cat([ember.zeros(2), 1]), TypeError, "incompatible function arguments"),
+    (lambda: ember.cat([ember.zeros(2), 1]), TypeError,
+     r"cat\(\) received an invalid combination of arguments - got \(list of \(Tensor, int\)\)"),
     (lambda: ember.stack([]), RuntimeError, "stack expects a non-empty TensorList"),
     (lambda: ember.stack([ember.zeros(2, 3), ember.zeros(3, 3)]), RuntimeError,
      r"stack expects each tensor to be equal size, but got \[2, 3\] at entry 0 and \[3, 3\] at entry 1"),

@@ -396,7 +396,7 @@ def test_make_subclass_in_new_matches_torch():
 
 def test_torch_tensors_are_not_ember_tensor_likes():
     torch = pytest.importorskip("torch")
-    with pytest.raises(TypeError, match="incompatible function arguments"):
+    with pytest.raises(TypeError, match=r"got \(Tensor, torch\.Tensor\)"):
         ember.add(ember.ones(2), torch.ones(2))  # refused as before, no endless recursion
     assert ember.tensor(torch.ones(2).numpy()).tolist() == [1.0, 1.0]
 

@@ -130,10 +130,38 @@ Scalar scalar_value(const Tensor& t);
 // NotImplementedError "Cannot copy out of meta tensor; no data!".
 Tensor host_readable(const Tensor& t);
 
+// Any Python object, but only in pybind11's converting pass: the first parameter of the late
+// overloads appended to a bound function (the sparse fallback, the TypeErrors of
+// python/arg_errors_py.cpp), which so run only after every real overload failed to convert.
+struct LateOperand {
+  py::object value;
+};
+
+// One generated binding (bind_all.cpp, from the YAML): its Python name, whether it is a Tensor
+// method, and its parameters as `kind|type|name|=default` joined by ';' (kind: p positional,
+// k keyword-only, v the *size of factories and views).
+struct BindingSpec {
+  const char* name;
+  bool method;
+  const char* params;
+};
+extern const BindingSpec kBindingSpecs[];
+extern const size_t kNumBindingSpecs;
+
 }  // namespace ember
 
 namespace pybind11 {
 namespace detail {
+
+template <>
+struct type_caster<ember::LateOperand> {
+  PYBIND11_TYPE_CASTER(ember::LateOperand, const_name("object"));
+  bool load(handle src, bool convert) {
+    if (!convert) return false;
+    value.value = reinterpret_borrow<object>(src);
+    return true;
+  }
+};
 
 template <>
 struct type_caster<ember::ScalarType> {

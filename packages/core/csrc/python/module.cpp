@@ -30,6 +30,7 @@ void bind_profiler(py::module_& m);         // python/profiler_py.cpp
 void bind_memory_history(py::module_& m);   // python/memory_history_py.cpp
 void bind_shm_collectives(py::module_& m);  // python/shm_collectives_py.cpp
 void bind_sparse_dispatch(py::module_& m);  // python/sparse_dispatch_py.cpp
+void bind_arg_errors(py::module_& m);       // python/arg_errors_py.cpp
 void bind_torch_function(py::module_& m);   // python/torch_function_py.cpp
 void bind_python_dispatch(py::module_& m);  // python/python_dispatch_py.cpp
 
@@ -544,6 +545,7 @@ PYBIND11_MODULE(_C, m) {
   bind_memory_history(m);
   bind_shm_collectives(m);
   bind_sparse_dispatch(m);
+  bind_arg_errors(m);
   bind_torch_function(m);
   bind_python_dispatch(m);
 }

@@ -9,11 +9,6 @@
 namespace ember {
 namespace {
 
-// The first positional operand of the fallback overload: loads only in the converting pass.
-struct LateOperand {
-  py::object value;
-};
-
 // A Python number (int, bool, float, complex; numpy's float64 too) as the first operand: also
 // loads only in the converting pass, so a tensor first operand never gets here.
 struct LateNumber {
@@ -25,15 +20,6 @@ struct LateNumber {
 
 namespace pybind11 {
 namespace detail {
-template <>
-struct type_caster<ember::LateOperand> {
-  PYBIND11_TYPE_CASTER(ember::LateOperand, const_name("object"));
-  bool load(handle src, bool convert) {
-    if (!convert) return false;
-    value.value = reinterpret_borrow<object>(src);
-    return true;
-  }
-};
 template <>
 struct type_caster<ember::LateNumber> {
   PYBIND11_TYPE_CASTER(ember::LateNumber, const_name("Number"));

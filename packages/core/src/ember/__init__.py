@@ -208,3 +208,8 @@ def __getattr__(name: str):
     if name in _LAZY_ATTRS:
         return getattr(_importlib.import_module(_LAZY_ATTRS[name]), name)
     raise AttributeError(f"module 'ember' has no attribute {name!r}")
+
+
+# Last, after every late overload (sparse operands, numbers first): a call that no overload of a
+# generated function or method takes raises PyTorch's TypeError, not pybind11's signature list.
+_C._install_arg_errors(_C, Tensor)
