@@ -53,7 +53,9 @@ def started(**kw) -> psgd.PowerSGDState:
 
 
 RANK1 = np.outer([1.0, -2.0, 0.5, 3.0, 1.5, -1.0], [0.5, 1.0, -1.0, 2.0, 0.25, -0.5, 1.0, 0.75])
-RANK3 = np.arange(48, dtype=np.float64).reshape(6, 8) % 7 - 3.0
+FULL = np.arange(48, dtype=np.float64).reshape(6, 8) % 7 - 3.0  # rank 6
+RANK3 = (RANK1 + np.outer([0.0, 1.0, 1.0, -1.0, 2.0, 0.5], np.arange(8.0) / 4)
+         + np.outer([1.0, 0.0, -1.0, 0.0, 1.0, 0.0], np.cos(np.arange(8.0))))
 
 
 def test_rank_one_gradient_is_exact_and_leaves_no_error():
@@ -69,49 +71,49 @@ def test_rank_one_gradient_is_exact_and_leaves_no_error():
     assert state.iter == 3
 
 
-def test_rank_one_of_a_rank_three_gradient_is_the_projection_on_p():
+def test_rank_one_of_a_full_rank_gradient_is_the_projection_on_p():
     state = started(use_error_feedback=False, warm_start=False)
     q0_state = np.random.RandomState(0)  # the generator the first Q is seeded from
-    (got,) = run(state, RANK3)
+    (got,) = run(state, FULL)
     # the result is P P^T M for the unit vector P along M q (q the orthonormalized random Q)
     assert np.linalg.matrix_rank(got, tol=1e-4) == 1
-    p = got @ np.linalg.pinv(got) @ RANK3  # projecting M on the result's column space
-    np.testing.assert_allclose(got, p, rtol=1e-4, atol=1e-4)
+    u = np.linalg.svd(got)[0][:, :1]  # the unit column P
+    np.testing.assert_allclose(got, u @ u.T @ FULL, rtol=1e-4, atol=1e-4)
     assert not state.p_memory_dict and not state.q_memory_dict  # no warm start: not kept
     assert state.rng.randint(1 << 30) != q0_state.randint(1 << 30)  # one seed drawn
 
 
 def test_error_feedback_carries_the_residual_to_the_next_step():
     state = started(warm_start=False)
-    (first,) = run(state, RANK3)
-    residual = RANK3 - first
+    (first,) = run(state, FULL)
+    residual = FULL - first
     np.testing.assert_allclose(state.error_dict[0].numpy(), residual.reshape(-1), atol=1e-5)
     # a zero gradient next: what is compressed is the residual alone
-    (second,) = run(state, np.zeros_like(RANK3))
+    (second,) = run(state, np.zeros_like(FULL))
     assert np.abs(second).max() > 0.1
     np.testing.assert_allclose(state.error_dict[0].numpy(), (residual - second).reshape(-1),
                                atol=1e-5)
     # over the two steps nothing is lost: sent + error = the gradients' sum
     np.testing.assert_allclose(first + second + state.error_dict[0].numpy().reshape(6, 8),
-                               RANK3, atol=1e-4)
+                               FULL, atol=1e-4)
 
 
 def test_no_error_feedback_keeps_no_error():
     state = started(use_error_feedback=False)
-    run(state, RANK3)
+    run(state, FULL)
     assert state.error_dict == {}
 
 
 def test_warm_start_reuses_q_and_converges_to_the_top_singular_pair():
     state = started(use_error_feedback=False)
-    run(state, RANK3)
+    run(state, FULL)
     rng_after_first = state.rng.get_state()[2]
     q_first = state.q_memory_dict[0]
     for _ in range(40):
-        (got,) = run(state, RANK3)
+        (got,) = run(state, FULL)
     assert state.q_memory_dict[0] is q_first  # the same memory, updated in place
     assert state.rng.get_state()[2] == rng_after_first  # no new random Q
-    u, s, vt = np.linalg.svd(RANK3)
+    u, s, vt = np.linalg.svd(FULL)
     best = s[0] * np.outer(u[:, 0], vt[0])
     np.testing.assert_allclose(got, best, rtol=1e-3, atol=1e-3)
 
@@ -120,21 +122,21 @@ def test_without_warm_start_each_step_draws_a_new_q():
     state = started(use_error_feedback=False, warm_start=False)
     positions = []
     for _ in range(3):
-        run(state, RANK3)
+        run(state, FULL)
         positions.append(state.rng.get_state()[2])
     assert positions[0] < positions[1] < positions[2]
 
 
 def test_before_start_iter_plain_allreduce_and_iteration_counting():
     state = psgd.PowerSGDState(None, start_powerSGD_iter=3)
-    got = run(state, RANK3, last=False)
-    np.testing.assert_allclose(got[0], RANK3, rtol=1e-6)  # averaged over one rank
+    got = run(state, FULL, last=False)
+    np.testing.assert_allclose(got[0], FULL, rtol=1e-6)  # averaged over one rank
     assert state.iter == 0  # only the iteration's last bucket counts
-    run(state, RANK3, last=True)
-    run(state, RANK3, last=True)
-    assert state.iter == 2 and state.compression_stats() == (0, 0, 0) and not state.error_dict
-    run(state, RANK3, last=True)  # the first compressed iteration
-    assert state.iter == 3 and state.compression_stats()[1:] == (48, 14)
+    for _ in range(3):
+        run(state, FULL, last=True)
+    assert state.iter == 3 and state.compression_stats() == (0, 0, 0) and not state.error_dict
+    run(state, FULL, last=True)  # the first compressed iteration
+    assert state.iter == 4 and state.compression_stats()[1:] == (48, 14)
 
 
 def test_small_matrices_are_not_compressed():
@@ -151,7 +153,8 @@ def test_small_matrices_are_not_compressed():
 
 def test_higher_rank_and_conv_shaped_gradients():
     # a 4-D gradient is viewed as shape[0] x rest; rank 3 reproduces a rank-3 matrix exactly
-    state = started(matrix_approximation_rank=3)
+    # ((6 + 8) * 3 = 42) * 0.5 < 48: worth compressing at this rate
+    state = started(matrix_approximation_rank=3, min_compression_rate=0.5)
     conv = RANK3.reshape(6, 2, 2, 2)
     (got,) = run(state, conv)
     np.testing.assert_allclose(got, conv, rtol=1e-4, atol=1e-4)
@@ -159,7 +162,7 @@ def test_higher_rank_and_conv_shaped_gradients():
 
 
 def test_batching_same_shapes_gives_the_same_result():
-    a, b = RANK3, RANK3[::-1].copy() * 0.5
+    a, b = FULL, FULL[::-1].copy() * 0.5
     plain = run(started(matrix_approximation_rank=2, use_error_feedback=False), a, b)
     batched = run(started(matrix_approximation_rank=2, use_error_feedback=False,
                           batch_tensors_with_same_shape=True), a, b)
@@ -175,12 +178,14 @@ def test_batched_hook_rank_one_bucket_is_exact_and_pads_to_a_square():
     np.testing.assert_allclose(got, bucket_values, rtol=1e-5, atol=1e-5)
     assert state.compression_stats() == (9 / 6, 9, 6)
     state = started(matrix_approximation_rank=2)
-    (got,) = run(state, np.arange(10.0), hook=psgd.batched_powerSGD_hook)  # padded to 4 x 4
+    # 10 values padded to a 4 x 4 matrix of rows a, 2a, (5, -1, 0, 0), 0: rank 2, kept exactly
+    values = np.array([1.0, 2.0, 3.0, 4.0, 2.0, 4.0, 6.0, 8.0, 5.0, -1.0])
+    (got,) = run(state, values, hook=psgd.batched_powerSGD_hook)
     assert got.shape == (10,)
     assert state.error_dict[0].numel() == 16 and tuple(state.q_memory_dict[0].shape) == (4, 2)
     assert state.compression_stats()[1:] == (10, 16)
-    # 0..9 then zeros, as a 4 x 4 matrix, has rank 2: reproduced exactly
-    np.testing.assert_allclose(got, np.arange(10.0), atol=1e-4)
+    np.testing.assert_allclose(got, values, atol=1e-4)
+    np.testing.assert_allclose(state.error_dict[0].numpy(), 0, atol=1e-4)
 
 
 def test_orthogonalize_and_epsilon():
@@ -198,7 +203,7 @@ def test_state_pickles_without_its_process_group():
     import ember.distributed as dist
 
     state = started(matrix_approximation_rank=2)
-    run(state, RANK3)
+    run(state, FULL)
     state.process_group = dist.new_group([0])
     clone = pickle.loads(pickle.dumps(state))
     assert clone.process_group is dist.distributed_c10d._get_default_group()
