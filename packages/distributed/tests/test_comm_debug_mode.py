@@ -207,3 +207,50 @@ def test_dtensor_parameters_sharding_info(one_rank):
     assert {k: str(v) for k, v in cm.get_sharding_info().items()} == {
         "Sequential.0.weight": "(Shard(dim=0),)", "Sequential.0.bias": "(Shard(dim=0),)"}
     assert "         *weight: (Shard(dim=0),)" in cm.generate_comm_debug_tracing_table(1)
+
+
+def test_operations_per_module_by_noise_level(one_rank, tmp_path):
+    from ember.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = dist.init_device_mesh("cpu", (1,))
+    lin = nn.Linear(4, 2)
+    lin.weight = nn.Parameter(distribute_tensor(lin.weight.detach(), mesh, [Shard(0)]))
+    lin.bias = nn.Parameter(distribute_tensor(lin.bias.detach(), mesh, [Shard(0)]))
+    model = nn.Sequential(lin)
+    x = distribute_tensor(ember.ones(3, 4), mesh, [Replicate()])
+    with CommDebugMode() as cm:
+        model(x)
+        (ember.ones(2) * 3).sum()  # plain ops, outside every module
+    dtensor_ops = [o for o in cm.comm_module_operation_counts["Sequential.0"]["operations_list"]
+                   if o["input_shape"]]  # the others: DTensor's ops on the local pieces
+    # linear as torch decomposes it (the detaches: the tracker reads each DTensor parameter's
+    # .data, which in ember runs one)
+    assert [str(o["name"]) for o in dtensor_ops if str(o["name"]) != "aten.detach.default"] \
+        == ["aten.t.default", "aten.addmm.default"]
+    addmm = dtensor_ops[-1]
+    assert [list(s) for s in addmm["input_shape"]] == [[2], [3, 4], [4, 2]]
+    assert [str(p) for p in addmm["input_sharding"]] == ["(Shard(dim=0),)", "(Replicate(),)",
+                                                         "(Shard(dim=1),)"]
+    assert addmm["is_bw"] is False
+    plain = [str(o["name"]) for o in cm.comm_module_operation_counts["Global"]["operations_list"]]
+    assert "aten.mul.Tensor" in plain or "aten.mul.Scalar" in plain
+
+    def table(level):
+        return cm.generate_comm_debug_tracing_table(level).replace("\x1b[1;33m", "").replace(
+            "\x1b[1;31m", "").replace("\x1b[0m", "")
+
+    assert "addmm" not in table(0)
+    one = table(1)
+    assert ("          FORWARD PASS\n            **aten.addmm.default\n"
+            "              shape: [ember.Size([2]), ember.Size([3, 4]), ember.Size([4, 2])]\n"
+            "              sharding: [(Shard(dim=0),), (Replicate(),), (Shard(dim=1),)]\n"
+            "              device mesh: ") in one
+    assert "aten.t.default" not in one and "aten.mul" not in one  # trivial / not a DTensor op
+    assert "aten.mul" in table(2) and "aten.t.default" not in table(2)
+    assert "**aten.t.default" in table(3)
+    dump = tmp_path / "ops.json"
+    cm.generate_json_dump(str(dump), noise_level=1)
+    tree = json.loads(dump.read_text())
+    ops = tree["children"][0]["children"][0]["operations_forward"]
+    assert [o["name"] for o in ops] == ["aten.addmm.default"]
+    assert ops[0]["input_sharding"] == ["(Shard(dim=0),)", "(Replicate(),)", "(Shard(dim=1),)"]

@@ -100,7 +100,7 @@ def worker(rank, world_size, port, out):
         state, losses = train(rank, hook, **kw)
         res[name] = {
             "losses_before_powersgd": [round(v, 5) for v in losses[:4]],
-            "final_loss_below_first": losses[-1] < 0.5 * losses[0],
+            "final_loss_below_quarter_of_first": losses[-1] < 0.25 * losses[0],
             "iter": state.iter,
             "stats": [round(float(state.compression_stats()[0]), 5),
                       *state.compression_stats()[1:]],

@@ -15,6 +15,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from ember.utils._python_dispatch import TorchDispatchMode
 from ember.utils.module_tracker import ModuleTracker
 
 from ... import _comm_count
@@ -97,20 +98,35 @@ class _CommModuleTracker(ModuleTracker):
         self._leave_handles.clear()
 
 
-def _noise(noise_level: int) -> tuple[bool, bool]:
-    """(module data shown, i.e. level >= 1; operations shown: never, see CommDebugMode)."""
-    return noise_level > 0, False
+# ops left out of the tables below noise level 3
+_TRIVIAL_OPS = {"aten.detach.default", "aten.t.default", "aten.view.default",
+                "aten._to_copy.default", "aten.as_strided.default", "aten.transpose.int"}
 
 
-class CommDebugMode:
+def _noise(noise_level: int) -> tuple[bool, bool, bool]:
+    """(level >= 1: module data and DTensor operations, >= 2: every operation, >= 3: the
+    trivial ones too)."""
+    return noise_level > 0, noise_level > 1, noise_level > 2
+
+
+def _shown(op: dict[str, Any], noise_level: int) -> bool:
+    dtensor_ops, all_ops, trivial = _noise(noise_level)
+    if trivial:
+        return True
+    if str(op["name"]) in _TRIVIAL_OPS:
+        return False
+    return all_ops or (dtensor_ops and bool(op["input_shape"]))
+
+
+class CommDebugMode(TorchDispatchMode):
     """A context manager counting the collectives issued inside it: ``get_comm_counts()`` maps
     torch's op packets (``ember.ops.c10d_functional.all_gather_into_tensor``,
-    ``ember.ops.c10d.allreduce_``, ...) to counts, per module and pass in
-    ``comm_module_counts`` and the tracing table.
+    ``ember.ops.c10d.allreduce_``, ...) to counts; per module and pass (forward / backward) in
+    ``comm_module_counts``, the tracing table and the JSON dump, with the operations run in
+    each module (a TorchDispatchMode: every op inside goes through Python, as in PyTorch).
 
-    Operations are not traced: the tracing table and JSON dump list modules, their types and
-    parameter placements, and their collectives, but not the DTensor operations PyTorch adds at
-    noise levels 1-3.
+    ember's collectives are not dispatcher ops, so the operation lists do not show them (nor
+    the ops of the shm backend's own copies, which ember does run as tensor ops).
 
     Example (2 ranks)::
 
@@ -121,9 +137,10 @@ class CommDebugMode:
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.comm_counts: dict[Any, int] = defaultdict(int)
         self.comm_module_counts: dict[str, dict[str, dict[Any, int]]] = {}
-        self.comm_module_operation_counts: dict[str, Any] = {}
+        self.comm_module_operation_counts: dict[str, dict[str, list]] = {}
         self.advanced_module_tracker = _CommModuleTracker()
 
     # ---- counting ----
@@ -136,12 +153,35 @@ class CommDebugMode:
                 fqn, {"forward": defaultdict(int), "backward": defaultdict(int)})
             counts[key][packet] += 1
 
+    def __torch_dispatch__(self, func: Any, types: tuple, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
+        from .._dtensor import DTensor
+
+        tracker = self.advanced_module_tracker
+        op: dict[str, Any] = {"name": func, "input_shape": [], "input_sharding": [],
+                              "device_mesh": "", "is_bw": tracker.is_bw,
+                              "is_activation_checkpointing": tracker.activation_checkpointing}
+        ops = self.comm_module_operation_counts.setdefault(
+            tracker.name, {"operations_list": []})["operations_list"]
+        if any(t is DTensor for t in types):
+            for a in args:
+                if isinstance(a, DTensor):
+                    op["input_shape"].append(a.shape)
+                    op["input_sharding"].append(a.placements)
+                    op["device_mesh"] = str(a.device_mesh)
+            ops.append(op)
+            return NotImplemented  # DTensor runs it (its pieces' ops come back here)
+        out = func(*args, **(kwargs or {}))
+        ops.append(op)
+        return out
+
     def __enter__(self) -> CommDebugMode:
         self.comm_counts.clear()
         self.comm_module_counts.clear()
         self.comm_module_counts["Global"] = {"forward": defaultdict(int),
                                              "backward": defaultdict(int)}
         self.comm_module_operation_counts.clear()
+        super().__enter__()
         self.advanced_module_tracker.__enter__()
         _comm_count.observers.append(self)
         return self
@@ -150,6 +190,7 @@ class CommDebugMode:
         if self in _comm_count.observers:
             _comm_count.observers.remove(self)
         self.advanced_module_tracker.__exit__(*exc)
+        super().__exit__(*exc)
 
     # ---- results ----
     def get_total_counts(self) -> int:
@@ -169,10 +210,19 @@ class CommDebugMode:
         inside."""
         return self.advanced_module_tracker.sharding_dict
 
+    def _operations(self, fqn: str) -> tuple[list, list, list]:
+        """A module's (forward, backward, recomputation) operations."""
+        ops = self.comm_module_operation_counts.get(fqn, {"operations_list": []})
+        ops = ops["operations_list"]
+        return ([o for o in ops if not o["is_bw"]],
+                [o for o in ops if o["is_bw"] and not o["is_activation_checkpointing"]],
+                [o for o in ops if o["is_activation_checkpointing"]])
+
     def generate_comm_debug_tracing_table(self, noise_level: int = 3) -> str:
-        """Per module (indented by depth): its collectives, forward and backward; from
-        noise_level 1 on also its type and its parameters' placements."""
-        module_data, _ = _noise(noise_level)
+        """Per module (indented by depth): its collectives and operations, forward and backward.
+        noise_level 0: the collectives; 1: also each module's type and parameter placements and
+        its non-trivial DTensor operations; 2: all non-trivial operations; 3: all operations."""
+        module_data = _noise(noise_level)[0]
         tracker = self.advanced_module_tracker
         table = ""
         for fqn, info in tracker.module_helper_dict.items():
@@ -187,12 +237,32 @@ class CommDebugMode:
                         table += f"{indent} *{pname}: {placement}\n"
             indent += "  "
             coll_indent = "  " * (2 * info["depth"] + 2)
+            op_indent = "  " * (2 * info["depth"] + 3)
             counts = self.comm_module_counts.get(fqn, {"forward": {}, "backward": {}})
-            for key, title in (("forward", "FORWARD PASS"), ("backward", "BACKWARD PASS")):
-                if counts[key]:
-                    table += f"{indent}{title}\n"
-                    for packet, count in counts[key].items():
-                        table += f"\033[1;33m{coll_indent}*{packet}: {count}\033[0m\n"
+            fw, bw, ckpt = self._operations(fqn) if module_data else ([], [], [])
+
+            def section(title: str, collectives: dict, ops: list) -> str:
+                text = f"{indent}{title}\n"
+                for packet, count in collectives.items():
+                    text += f"\033[1;33m{coll_indent}*{packet}: {count}\033[0m\n"
+                for o in ops:
+                    if not _shown(o, noise_level):
+                        continue
+                    text += f"\033[1;33m{coll_indent}**{o['name']}\033[0m\n"
+                    if o["input_shape"]:
+                        text += f"\033[1;31m{op_indent}shape: {o['input_shape']}\033[0m\n"
+                        text += (f"\033[1;31m{op_indent}sharding: {o['input_sharding']}"
+                                 "\033[0m\n")
+                        text += (f"\033[1;31m{op_indent}device mesh: {o['device_mesh']}"
+                                 "\033[0m\n")
+                return text
+
+            if counts["forward"] or fw:
+                table += section("FORWARD PASS", counts["forward"], fw)
+            if counts["backward"] or bw:
+                table += section("BACKWARD PASS", counts["backward"], bw)
+            if ckpt:
+                table += section("ACTIVATION CHECKPOINTING", {}, ckpt)
         return table
 
     def log_comm_debug_tracing_table_to_file(self, file_name: str = "comm_mode_log.txt",
@@ -205,14 +275,21 @@ class CommDebugMode:
 
     def generate_json_dump(self, file_name: str = "comm_mode_log.json",
                            noise_level: int = 3) -> None:
-        """Writes the module tree as JSON: per module its fqn, type, parameters, children and
-        collectives (forward / backward); the operation lists are empty (not traced)."""
-        module_data, _ = _noise(noise_level)
+        """Writes the module tree as JSON: per module its fqn, type, parameters, children,
+        collectives and operations (forward / backward / recomputation) at noise_level."""
+        module_data = _noise(noise_level)[0]
         tracker = self.advanced_module_tracker
+
+        def as_json(ops: list) -> list:
+            return [{**o, "name": str(o["name"]),
+                     "input_shape": [str(x) for x in o["input_shape"]],
+                     "input_sharding": [str(x) for x in o["input_sharding"]]}
+                    for o in ops if _shown(o, noise_level)]
 
         def node(fqn: str) -> dict[str, Any]:
             info = tracker.module_helper_dict.get(fqn, {})
             counts = self.comm_module_counts.get(fqn, {"forward": {}, "backward": {}})
+            fw, bw, ckpt = self._operations(fqn) if module_data else ([], [], [])
             return {
                 "fqn": fqn,
                 "module_type": info.get("module_type", "") if module_data else "",
@@ -220,9 +297,9 @@ class CommDebugMode:
                 "children": [node(c) for c in tracker.parent_dict.get(fqn, [])],
                 "collectives_forward": [(str(k), v) for k, v in counts["forward"].items()],
                 "collectives_backward": [(str(k), v) for k, v in counts["backward"].items()],
-                "operations_forward": [],
-                "operations_backward": [],
-                "operations_checkpointing": [],
+                "operations_forward": as_json(fw),
+                "operations_backward": as_json(bw),
+                "operations_checkpointing": as_json(ckpt),
             }
 
         with open(file_name, "w") as f:
