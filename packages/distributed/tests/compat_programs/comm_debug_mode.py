@@ -127,6 +127,13 @@ def worker(rank, world_size, port, out):
     record("nested", lambda: [dist.all_reduce(x.clone()), d.full_tensor(),
                               funcol.all_reduce(x, "sum", mesh)])
 
+    sub = dist.new_group([0])  # rank 1 is outside it: its calls issue (and count) nothing
+    with CommDebugMode() as cm:
+        dist.all_reduce(x.clone(), group=sub)
+        dist.broadcast(x.clone(), 0, group=sub)
+        dist.all_gather_object([None], rank, group=sub)
+    res["subgroup_per_rank"] = gathered(counts(cm))
+
     with CommDebugMode() as cm:
         d.redistribute(mesh, [Replicate()])
         p.redistribute(mesh, [Replicate()])

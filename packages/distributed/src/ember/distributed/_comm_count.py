@@ -13,6 +13,7 @@ calls are not counted again.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TypeVar
@@ -50,13 +51,28 @@ def counted_as(name: str) -> Iterator[None]:
         _local.depth = depth
 
 
-def counted(name: str) -> Callable[[F], F]:
-    """Decorator: each call of the function is one collective ``name`` (see counted_as)."""
+def _outside_group(sig: inspect.Signature, args: tuple, kwargs: dict) -> bool:
+    """Whether this rank is not in the call's ``group`` argument (the collective then returns
+    at once, issuing nothing)."""
+    from . import distributed_c10d
+
+    try:
+        group = sig.bind_partial(*args, **kwargs).arguments.get("group")
+        return distributed_c10d._pg(group) is None
+    except Exception:  # noqa: BLE001  (the call itself reports bad arguments)
+        return False
+
+
+def counted(name: str, *, group_arg: bool = False) -> Callable[[F], F]:
+    """Decorator: each call of the function is one collective ``name`` (see counted_as);
+    group_arg: not on a rank outside the call's ``group`` (a ProcessGroup or None)."""
 
     def wrap(fn: F) -> F:
+        sig = inspect.signature(fn) if group_arg else None
+
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
-            if not observers:
+            if not observers or (sig is not None and _outside_group(sig, args, kwargs)):
                 return fn(*args, **kwargs)
             with counted_as(name):
                 return fn(*args, **kwargs)
