@@ -61,3 +61,31 @@ def test_subclass_gradient_survives_between_python_backwards():
     Unbox.apply(Box.apply(x)).sum().backward()
     assert seen == [("Boxed", True)]
     assert x.grad.tolist() == [11.0, 11.0, 11.0]
+
+
+def test_subclass_gradient_survives_a_node_hook_that_returns_it():
+    # a node post-hook returning the gradients it got (as nn.Module's full backward hooks do)
+    # must hand the next backward the subclass instance, not a bare tensor of its metadata
+    Box, Unbox, seen = _classes()  # noqa: N806
+    x = ember.ones(3, requires_grad=True)
+    boxed = Box.apply(x)
+    out = Unbox.apply(boxed)
+    out.grad_fn.register_hook(lambda grad_inputs, grad_outputs: tuple(grad_inputs))
+    out.sum().backward()
+    assert seen == [("Boxed", True)]
+    assert x.grad.tolist() == [11.0, 11.0, 11.0]
+
+
+def test_subclass_gradient_survives_a_tensor_hook_that_returns_it():
+    Box, Unbox, seen = _classes()  # noqa: N806
+    x = ember.ones(3, requires_grad=True)
+    boxed = Box.apply(x)
+    boxed.register_hook(lambda g: Boxed_like(g))
+    Unbox.apply(boxed).sum().backward()
+    assert seen == [("Boxed", True)]
+    assert x.grad.tolist() == [21.0, 21.0, 21.0]
+
+
+def Boxed_like(g):  # noqa: N802
+    """A new instance of g's subclass holding twice its data (no Python name keeps it)."""
+    return type(g)(g.inner * 2)

@@ -52,6 +52,8 @@ PROGRAMS = {
     "post_local_sgd": (1e-4, 1e-5),
     "functional_collectives": (0, 0),
     "replicate_composable": (1e-4, 1e-5),
+    "powersgd": (1e-4, 1e-5),
+    "comm_debug_mode": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

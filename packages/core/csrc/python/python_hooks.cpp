@@ -4,6 +4,7 @@
 #include <string>
 
 #include "python/python_autograd.h"
+#include "python/python_dispatch_py.h"
 #include "python/tensor_py.h"
 
 namespace ember {
@@ -35,7 +36,8 @@ Tensor check_hook_result(const Tensor& original, const py::handle& r, const py::
   if (!is_tensor_object(r.ptr()))
     EMBER_FAIL(Type, "expected Tensor, but hook '", hook_name(fn), "' returned '",
                std::string(py::str(py::type::handle_of(r).attr("__name__"))), "'");
-  Tensor t = r.cast<Tensor>();
+  // a __torch_dispatch__ subclass (DTensor) stays one while the engine holds the gradient
+  Tensor t = pd_unbox_tensor(r);
   if (t->dtype() != original->dtype())
     EMBER_FAIL(Runtime, "hook '", hook_name(fn), "' has changed the type of value (was ember.",
                dtype_name(original->dtype()), " got ember.", dtype_name(t->dtype()), ")");

@@ -837,6 +837,91 @@ _ATEN_ALIASES = {
 }
 
 
+# ---- the collectives' op names (torch.ops.c10d_functional / _c10d_functional / c10d) ---------
+# ember runs collectives in Python (ember.distributed), not as dispatcher ops; these are their
+# torch names, the keys CommDebugMode counts them under.
+_COLLECTIVE_OPS = {
+    "c10d_functional": (
+        "all_reduce", "all_reduce_coalesced", "all_gather_into_tensor",
+        "all_gather_into_tensor_coalesced", "reduce_scatter_tensor",
+        "reduce_scatter_tensor_coalesced", "all_to_all_single", "broadcast", "wait_tensor"),
+    "c10d": (
+        "allreduce_", "allreduce_coalesced_", "allgather_", "_allgather_base_",
+        "allgather_coalesced_", "allgather_into_tensor_coalesced_", "reduce_scatter_",
+        "_reduce_scatter_base_", "reduce_scatter_tensor_coalesced_", "alltoall_",
+        "alltoall_base_", "broadcast_", "gather_", "scatter_", "reduce_", "barrier", "send",
+        "recv_", "recv_any_source_", "monitored_barrier_"),
+}
+_COLLECTIVE_OPS["_c10d_functional"] = _COLLECTIVE_OPS["c10d_functional"]
+
+
+class _CollectiveOverload:
+    """``<packet>.default``: the one overload of a collective op name."""
+
+    def __init__(self, packet: _CollectivePacket) -> None:
+        self.overloadpacket = packet
+        self._overloadname = "default"
+        self.__name__ = f"{packet.__name__}.default"
+
+    def __repr__(self) -> str:
+        return f"{self.overloadpacket}.default"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.overloadpacket(*args, **kwargs)
+
+
+class _CollectivePacket:
+    """``ember.ops.c10d_functional.all_reduce`` and the other collective op names: one object
+    per name (hashable, compared by identity), printed as torch prints its op packet."""
+
+    def __init__(self, ns: str, name: str) -> None:
+        self._ns, self.__name__ = ns, name
+        self._qualified_op_name = f"{ns}::{name}"
+        self.default = _CollectiveOverload(self)
+
+    def overloads(self) -> list[str]:
+        return ["default"]
+
+    def __str__(self) -> str:
+        return f"{self._ns}.{self.__name__}"
+
+    def __repr__(self) -> str:
+        return f"<OpOverloadPacket(op='{self._ns}.{self.__name__}')>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            f"ember.ops.{self._ns}.{self.__name__}: ember's collectives are not dispatcher "
+            "ops; call ember.distributed or ember.distributed._functional_collectives")
+
+
+class _CollectiveNamespace(_OpNamespace):
+    """``ember.ops.c10d_functional`` (and ``_c10d_functional``, ``c10d``): the collectives'
+    op names; anything else is looked up among the custom ops as in any namespace."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._packets = {op: _CollectivePacket(name, op) for op in _COLLECTIVE_OPS[name]}
+
+    def __getattr__(self, op: str) -> Any:
+        packet = self.__dict__.get("_packets", {}).get(op)
+        return packet if packet is not None else super().__getattr__(op)
+
+    def __repr__(self) -> str:
+        return f"<module 'ember.ops.{self._name}' from 'ember.ops'>"
+
+
+_COLLECTIVE_NAMESPACES: dict[str, _CollectiveNamespace] = {}
+
+
+def _collective_namespace(name: str) -> _CollectiveNamespace | None:
+    """The namespace object for a collectives namespace name (one per name), else None."""
+    if name not in _COLLECTIVE_OPS:
+        return None
+    if name not in _COLLECTIVE_NAMESPACES:
+        _COLLECTIVE_NAMESPACES[name] = _CollectiveNamespace(name)
+    return _COLLECTIVE_NAMESPACES[name]
+
+
 class _AtenNamespace:
     """``ember.ops.aten``: ember's built-in ops by their ATen names (``aten.add.Tensor`` and other
     overload names select the same op)."""

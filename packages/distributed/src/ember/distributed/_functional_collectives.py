@@ -16,6 +16,7 @@ from typing import Any
 import ember
 
 from . import distributed_c10d as c10d
+from ._comm_count import counted
 
 __all__ = ["all_gather_single", "all_gather_tensor", "all_reduce", "all_to_all_single",
            "broadcast", "permute_tensor", "reduce_scatter_single", "reduce_scatter_tensor",
@@ -67,6 +68,7 @@ class AsyncCollectiveTensor(ember.Tensor):
         return self
 
 
+@counted("c10d_functional.all_reduce")
 def all_reduce(self: ember.Tensor, reduceOp: str, group: Any, tag: str = "") -> ember.Tensor:  # noqa: N803
     """The reduction over the group's ranks, as a new tensor."""
     out = self.clone()
@@ -74,6 +76,7 @@ def all_reduce(self: ember.Tensor, reduceOp: str, group: Any, tag: str = "") -> 
     return out
 
 
+@counted("c10d_functional.broadcast")
 def broadcast(self: ember.Tensor, src: int, group: Any, tag: str = "") -> ember.Tensor:
     """The tensor of the group's rank src, on every rank."""
     out = self.clone()
@@ -81,6 +84,7 @@ def broadcast(self: ember.Tensor, src: int, group: Any, tag: str = "") -> ember.
     return out
 
 
+@counted("c10d_functional.all_gather_into_tensor")
 def all_gather_single(self: ember.Tensor, gather_dim: int, group: Any,
                       tag: str = "") -> ember.Tensor:
     """Every rank's tensor concatenated along gather_dim, in rank order."""
@@ -93,6 +97,7 @@ def all_gather_single(self: ember.Tensor, gather_dim: int, group: Any,
 all_gather_tensor = all_gather_single
 
 
+@counted("c10d_functional.reduce_scatter_tensor")
 def reduce_scatter_single(self: ember.Tensor, reduceOp: str, scatter_dim: int, group: Any,  # noqa: N803
                           tag: str = "") -> ember.Tensor:
     """This rank's part (along scatter_dim, split evenly) of the reduction over the ranks."""
@@ -110,6 +115,7 @@ def reduce_scatter_single(self: ember.Tensor, reduceOp: str, scatter_dim: int, g
 reduce_scatter_tensor = reduce_scatter_single
 
 
+@counted("c10d_functional.all_to_all_single")
 def all_to_all_single(self: ember.Tensor, output_split_sizes: list[int] | None,
                       input_split_sizes: list[int] | None, group: Any,
                       tag: str = "") -> ember.Tensor:

@@ -30,6 +30,7 @@ from urllib.parse import parse_qs, urlparse
 import ember
 import numpy as np
 
+from ._comm_count import counted as _counted
 from ._common import (
     CollectiveArgError,
     CollectiveListTypeError,
@@ -919,6 +920,7 @@ def _check_list(name: str, lst: Any, n: int, arg: str, like: Any = None) -> None
                                       "like the input")
 
 
+@_counted("c10d.allreduce_", group_arg=True)
 def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None = None,
                async_op: bool = False) -> Work | None:
     """Reduces tensor over the ranks of group, in place on every rank.
@@ -952,6 +954,7 @@ def _is_complex(t: Any) -> bool:
     return isinstance(t, ember.Tensor) and t.is_complex()
 
 
+@_counted("c10d.reduce_", group_arg=True)
 def reduce(tensor: Any, dst: int | None = None, op: ReduceOp = ReduceOp.SUM,
            group: ProcessGroup | None = None, async_op: bool = False,
            group_dst: int | None = None) -> Work | None:
@@ -970,6 +973,7 @@ def reduce(tensor: Any, dst: int | None = None, op: ReduceOp = ReduceOp.SUM,
                 lambda: pg.impl.all_reduce(tensor, op, root, "reduce"), [tensor], async_op)
 
 
+@_counted("c10d.broadcast_", group_arg=True)
 def broadcast(tensor: Any, src: int | None = None, group: ProcessGroup | None = None,
               async_op: bool = False, group_src: int | None = None) -> Work | None:
     """Copies rank src's tensor into tensor on every rank.
@@ -992,6 +996,7 @@ def broadcast(tensor: Any, src: int | None = None, group: ProcessGroup | None = 
                 lambda: pg.impl.broadcast(tensor, root), [tensor], async_op)
 
 
+@_counted("c10d.allgather_", group_arg=True)
 def all_gather(tensor_list: list, tensor: Any, group: ProcessGroup | None = None,
                async_op: bool = False) -> Work | None:
     """tensor_list[i] receives rank i's tensor, on every rank."""
@@ -1017,6 +1022,7 @@ def _pieces(t: Any, n: int) -> list:
     return [flat[i * k:(i + 1) * k] for i in range(n)]
 
 
+@_counted("c10d._allgather_base_", group_arg=True)
 def all_gather_into_tensor(output_tensor: Any, input_tensor: Any,
                            group: ProcessGroup | None = None,
                            async_op: bool = False) -> Work | None:
@@ -1064,6 +1070,7 @@ def _root_list(pg: ProcessGroup, op: str, root: int, lst: list | None, name: str
     return None
 
 
+@_counted("c10d.gather_", group_arg=True)
 def gather(tensor: Any, gather_list: list | None = None, dst: int | None = None,
            group: ProcessGroup | None = None, async_op: bool = False,
            group_dst: int | None = None) -> Work | None:
@@ -1081,6 +1088,7 @@ def gather(tensor: Any, gather_list: list | None = None, dst: int | None = None,
                 lambda: pg.impl.gather_like("gather", tensor, outs, root), outs or [], async_op)
 
 
+@_counted("c10d.scatter_", group_arg=True)
 def scatter(tensor: Any, scatter_list: list | None = None, src: int | None = None,
             group: ProcessGroup | None = None, async_op: bool = False,
             group_src: int | None = None) -> Work | None:
@@ -1098,6 +1106,7 @@ def scatter(tensor: Any, scatter_list: list | None = None, src: int | None = Non
                 lambda: pg.impl.scatter(tensor, ins, root), [tensor], async_op)
 
 
+@_counted("c10d.reduce_scatter_", group_arg=True)
 def reduce_scatter(output: Any, input_list: list, op: ReduceOp = ReduceOp.SUM,
                    group: ProcessGroup | None = None, async_op: bool = False) -> Work | None:
     """Rank i's output receives the reduction over ranks of their input_list[i]."""
@@ -1116,6 +1125,7 @@ def reduce_scatter(output: Any, input_list: list, op: ReduceOp = ReduceOp.SUM,
                 [output], async_op)
 
 
+@_counted("c10d._reduce_scatter_base_", group_arg=True)
 def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM,  # noqa: A002
                           group: ProcessGroup | None = None, async_op: bool = False) -> Work | None:
     """input holds world_size pieces the size of output; rank i's output receives the reduction
@@ -1144,6 +1154,7 @@ def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM, 
                 async_op)
 
 
+@_counted("c10d.alltoall_", group_arg=True)
 def all_to_all(output_tensor_list: list, input_tensor_list: list,
                group: ProcessGroup | None = None, async_op: bool = False) -> Work | None:
     """output_tensor_list[i] receives input_tensor_list[r] of rank i (r: this rank)."""
@@ -1187,6 +1198,7 @@ def _split_rows(t: Any, splits: list[int] | None, n: int, name: str, arg: str) -
     return out
 
 
+@_counted("c10d.alltoall_base_", group_arg=True)
 def all_to_all_single(output: Any, input: Any,  # noqa: A002
                       output_split_sizes: list[int] | None = None,
                       input_split_sizes: list[int] | None = None,
@@ -1252,6 +1264,7 @@ def _done_future(value: Any) -> Future:
     return f
 
 
+@_counted("c10d.allreduce_coalesced_", group_arg=True)
 def all_reduce_coalesced(tensors: Any, op: ReduceOp = ReduceOp.SUM,
                          group: ProcessGroup | None = None, async_op: bool = False) -> Any:
     """all_reduce of several tensors of one dtype (and device) as one flat buffer: one
@@ -1279,6 +1292,7 @@ def all_reduce_coalesced(tensors: Any, op: ReduceOp = ReduceOp.SUM,
     return _done_future(tensors) if async_op else None
 
 
+@_counted("c10d.allgather_coalesced_", group_arg=True)
 def all_gather_coalesced(output_tensor_lists: list, input_tensor_list: Any,
                          group: ProcessGroup | None = None, async_op: bool = False) -> Any:
     """all_gather of several tensors of one dtype in one collective: output_tensor_lists[i][j]

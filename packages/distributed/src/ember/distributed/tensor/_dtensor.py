@@ -32,6 +32,7 @@ import ember
 from ember.utils._pytree import tree_map
 
 from .. import distributed_c10d as c10d
+from .._comm_count import counted_as
 from ..device_mesh import DeviceMesh, init_device_mesh
 from .placement_types import Partial, Placement, Replicate, Shard, _StridedShard
 
@@ -132,18 +133,55 @@ def _all_gather(local: ember.Tensor, dim: int, length: int, mesh: DeviceMesh,
                 mesh_dim: int = 0) -> ember.Tensor:
     """The chunks of a length-long dim, split over mesh dimension mesh_dim, put back together
     (padded to the largest chunk for the collective)."""
+    if mesh.size(mesh_dim) == 1:  # the piece is the whole: no collective (as torch)
+        return local
     sizes = _chunk_sizes(length, mesh.size(mesh_dim))
     top = max(sizes)
     pad = list(local.shape)
     pad[dim] = top - local.shape[dim]
     padded = ember.cat([local, local.new_zeros(pad)], dim) if pad[dim] else local
     parts = [ember.empty_like(padded) for _ in sizes]
-    c10d.all_gather(parts, padded.contiguous(), group=mesh.get_group(mesh_dim))
+    with counted_as("c10d_functional.all_gather_into_tensor"):
+        c10d.all_gather(parts, padded.contiguous(), group=mesh.get_group(mesh_dim))
     return ember.cat([p.narrow(dim, 0, s) for p, s in zip(parts, sizes)], dim)
 
 
 def _all_reduce(local: ember.Tensor, placement: Partial, mesh: DeviceMesh,
                 mesh_dim: int = 0) -> ember.Tensor:
+    if mesh.size(mesh_dim) == 1:  # reducing over one rank: no collective (as torch)
+        return local.clone()
+    with counted_as("c10d_functional.all_reduce"):
+        return _all_reduce_uncounted(local, placement, mesh, mesh_dim)
+
+
+_REDUCE_OPS = {"sum": c10d.ReduceOp.SUM, "avg": c10d.ReduceOp.AVG, "max": c10d.ReduceOp.MAX,
+               "min": c10d.ReduceOp.MIN, "product": c10d.ReduceOp.PRODUCT}
+
+
+def _reduce_scatter(local: ember.Tensor, placement: Partial, dim: int, mesh: DeviceMesh,
+                    mesh_dim: int) -> ember.Tensor:
+    """This rank's chunk along dim of the reduction over mesh dimension mesh_dim of a Partial
+    (a Partial -> Shard move): one reduce-scatter, the dim padded to equal chunks."""
+    n = mesh.size(mesh_dim)
+    sizes = _chunk_sizes(local.shape[dim], n)
+    top = max(sizes)
+    if n == 1:
+        return local
+    if top == 0 or isinstance(placement, _NormPartial):
+        return _my_chunk(_all_reduce(local, placement, mesh, mesh_dim), dim, mesh, mesh_dim)
+    pad = list(local.shape)
+    pad[dim] = top * n - local.shape[dim]
+    padded = ember.cat([local, local.new_zeros(pad)], dim) if pad[dim] else local
+    pieces = [p.contiguous() for p in padded.split(top, dim)]
+    out = ember.empty_like(pieces[0])
+    with counted_as("c10d_functional.reduce_scatter_tensor"):
+        c10d.reduce_scatter(out, pieces, op=_REDUCE_OPS[placement.reduce_op],
+                            group=mesh.get_group(mesh_dim))
+    return out.narrow(dim, 0, sizes[mesh.get_local_rank(mesh_dim)])
+
+
+def _all_reduce_uncounted(local: ember.Tensor, placement: Partial, mesh: DeviceMesh,
+                          mesh_dim: int) -> ember.Tensor:
     group = mesh.get_group(mesh_dim)
     out = local.clone()
     if isinstance(placement, _NormPartial):
@@ -158,9 +196,7 @@ def _all_reduce(local: ember.Tensor, placement: Partial, mesh: DeviceMesh,
         powered = out.pow(p)
         c10d.all_reduce(powered, group=group)
         return powered.pow(1.0 / p)
-    op = {"sum": c10d.ReduceOp.SUM, "avg": c10d.ReduceOp.AVG, "max": c10d.ReduceOp.MAX,
-          "min": c10d.ReduceOp.MIN, "product": c10d.ReduceOp.PRODUCT}[placement.reduce_op]
-    c10d.all_reduce(out, op=op, group=group)
+    c10d.all_reduce(out, op=_REDUCE_OPS[placement.reduce_op], group=group)
     return out
 
 
@@ -198,7 +234,12 @@ def _move(local: ember.Tensor, spec: _Spec, target: Sequence[Placement]) -> embe
                 cur[have[k]] == target[want[k]]:
             k += 1
         undo |= set(have[k:])
-    for m in [m for m in reversed(_cut_order(cur)) if m in undo]:
+    # a Partial becoming a Shard on its mesh dim is reduce-scattered when it is cut (reducing
+    # over a mesh dim commutes with the other moves: all-gathers and cuts the same on the ranks
+    # being reduced over)
+    scatter = {m for m in range(n) if isinstance(cur[m], Partial) and isinstance(target[m], Shard)
+               and not isinstance(target[m], _StridedShard)}
+    for m in [m for m in reversed(_cut_order(cur)) if m in undo and m not in scatter]:
         p = cur[m]
         if isinstance(p, Shard):
             before = _cut_order(cur)
@@ -213,7 +254,9 @@ def _move(local: ember.Tensor, spec: _Spec, target: Sequence[Placement]) -> embe
         p = target[m]
         if cur[m] == p:
             continue
-        if isinstance(p, Shard):
+        if isinstance(p, Shard) and m in scatter:
+            local = _reduce_scatter(local, cur[m], p.dim, mesh, m)
+        elif isinstance(p, Shard):
             local = _my_chunk(local, p.dim, mesh, m)
         elif isinstance(p, Partial):
             local = _partition(local, p, mesh, m)
@@ -1133,6 +1176,13 @@ def distribute_tensor(tensor: ember.Tensor, device_mesh: DeviceMesh | None = Non
     target = _check_placements(placements or [Replicate()], mesh, tensor.ndim)
     with ember.no_grad():
         data = tensor.detach()
+        spec = _Spec(mesh, target, tuple(tensor.shape))
+        p = target[0]
+        if (src_data_rank is not None and mesh.ndim == 1 and isinstance(p, Shard)
+                and not isinstance(p, _StridedShard) and tensor.shape[p.dim] > 0):
+            # each rank gets only its chunk (one scatter, as torch)
+            local = _scatter_chunks(data, p.dim, mesh, src_data_rank)
+            return DTensor(local, spec, requires_grad=tensor.requires_grad)
         if src_data_rank is not None:  # along each mesh dim from its index src_data_rank
             data = data.clone().contiguous()
             for m in range(mesh.ndim):
@@ -1143,6 +1193,26 @@ def distribute_tensor(tensor: ember.Tensor, device_mesh: DeviceMesh | None = Non
         if local is data:
             local = data.clone()
     return DTensor(local, spec, requires_grad=tensor.requires_grad)
+
+
+def _scatter_chunks(data: ember.Tensor, dim: int, mesh: DeviceMesh, src: int) -> ember.Tensor:
+    """This rank's chunk along dim of the 1-D mesh's rank src's data, scattered from it (the
+    chunks padded to the largest)."""
+    n = mesh.size(0)
+    sizes = _chunk_sizes(data.shape[dim], n)
+    top = max(sizes)
+    group = mesh.get_group(0)
+    shape = list(data.shape)
+    shape[dim] = top
+    out = data.new_empty(shape)
+    pieces = None
+    if mesh.get_local_rank(0) == src:
+        pad = list(data.shape)
+        pad[dim] = top * n - data.shape[dim]
+        padded = ember.cat([data, data.new_zeros(pad)], dim) if pad[dim] else data
+        pieces = [c.contiguous() for c in padded.split(top, dim)]
+    c10d.scatter(out, pieces, src=c10d.get_global_rank(group, src), group=group)
+    return out.narrow(dim, 0, sizes[mesh.get_local_rank(0)]).contiguous()
 
 
 def _factory(make: Any, size: Any, device_mesh: DeviceMesh | None,

@@ -1,12 +1,14 @@
 """torch.distributed.tensor.debug: visualize_sharding prints which ranks hold which block of a
-1-D or 2-D DTensor."""
+1-D or 2-D DTensor; CommDebugMode counts the collectives issued inside it."""
 
 from __future__ import annotations
 
 import itertools
 from typing import Any
 
-__all__ = ["visualize_sharding"]
+from ._comm_mode import CommDebugMode
+
+__all__ = ["CommDebugMode", "visualize_sharding"]
 
 
 def _blocks(dtensor: Any) -> dict[tuple, list[int]]:

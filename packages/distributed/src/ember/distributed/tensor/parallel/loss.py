@@ -19,6 +19,7 @@ from typing import Any, Iterator
 import ember
 
 from ... import distributed_c10d as c10d
+from ..._comm_count import counted_as
 from .._dtensor import _SPECIAL, DTensor, _Call, _local_region, _move, _Spec
 from ..placement_types import Replicate, Shard
 
@@ -55,7 +56,8 @@ def _shard_mesh_dims(d: DTensor, dim: int) -> list[int] | None:
 
 def _all_reduce(t: ember.Tensor, d: DTensor, mesh_dims: list[int], op: Any) -> ember.Tensor:
     for m in mesh_dims:
-        c10d.all_reduce(t, op=op, group=d.device_mesh.get_group(m))
+        with counted_as("c10d_functional.all_reduce"):  # torch's is a functional all-reduce
+            c10d.all_reduce(t, op=op, group=d.device_mesh.get_group(m))
     return t
 
 
