@@ -9,7 +9,8 @@ ROC-AUC, an x-vector speaker model on hand-built MFCCs, homography alignment wit
 denoising, FlashAttention's tiled online softmax as an autograd.Function (with GQA and token
 merging), GraphSAGE / R-GCN / PNA message passing by scatter_reduce and index_reduce, particle
 filtering / UKF / RTS smoothing, dependence measures (MINE, HSIC, MMD, KDE), an FT-Transformer
-for tabular data, and Tacotron's location-sensitive attention.
+for tabular data, Tacotron's location-sensitive attention, and statistics with torch.special
+(von Mises, Polya, Wishart, Zipf, incomplete gamma, Mills ratios, Bessel functions).
 
 Each program runs on ember and its output is checked on its own (the self-checks hold without
 torch); where torch is installed it runs there too and ember's output must print the same lines
@@ -207,3 +208,19 @@ def test_tacotron_attention(capsys):
     assert "attention rows sum to one True padded characters get 0.0" in got
     assert "guided attention weights (2, 6, 4) diagonal small 0.0000 corner 0.9998 masked 18" in got
     assert "monotone True" in got
+
+
+def test_special_function_stats(capsys):
+    # i0e / i1e ratios, digamma / polygamma fixed points, multigammaln, Hurwitz zeta,
+    # gammainc / gammaincc, erfcx vs log_ndtr, bessel_j0 / j1, scaled modified Bessel k0 / k1,
+    # and finite-difference checks of the special functions' gradients in float64
+    got = _check("special_function_stats.py", capsys, rtol=1e-5, atol=1e-6)
+    kappa, s_hat, pval = _results(got)
+    assert abs(kappa - 4.0) < 0.4 and abs(s_hat - 2.3) < 0.1 and 0 < pval < 1
+    assert "A(kappa) == R True" in got
+    assert "log-likelihood by hand -0.802857 VonMises.log_prob -0.802857" in got
+    assert "mvlgamma 3.895898 by hand 3.895898" in got
+    assert "zeta(2) 1.64493407 pi^2/6 1.64493407" in got
+    assert "gammainc + gammaincc == 1 True" in got
+    assert "wronskian I0 K1 + I1 K0 == 1/x: True" in got
+    assert "special-function gradients match finite differences: True []" in got
