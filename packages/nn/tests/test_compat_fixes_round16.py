@@ -2,10 +2,15 @@
 with a grid that requires grad returned a tensor with no grad_fn when the input did not require
 grad (the rounded, integer source indices cut the graph), so ``autograd.grad(out.sum(), grid)``
 raised "does not require grad"; PyTorch records the op and gives the grid a zero gradient
-(nearest sampling is piecewise constant in the grid). Values are pinned explicitly and, where
-torch is installed, against it."""
+(nearest sampling is piecewise constant in the grid). ``F.binary_cross_entropy`` differentiated
+its clamped logs, so a probability of exactly 0 or 1 (a float32 sigmoid saturates at logits
+beyond ~17) gave a NaN gradient (0 * inf) where PyTorch's (p - t) / max(p (1 - p), 1e-12) gives
+0 when the target agrees and a large finite value otherwise; one NaN then spreads through the
+optimizer step. Values are pinned explicitly and, where torch is installed, against it."""
 
 from __future__ import annotations
+
+import math
 
 import ember
 import pytest
@@ -76,3 +81,66 @@ def test_nearest_nan_grid_keeps_zero_gradient():
 def test_nearest_matches_torch(padding_mode, align_corners):
     assert _nearest(ember, padding_mode, align_corners, True) == _nearest(torch, padding_mode, align_corners, True)
     assert _nearest(ember, padding_mode, align_corners) == _nearest(torch, padding_mode, align_corners)
+
+
+def _bce(lib, reduction, dtype_name):
+    dt = getattr(lib, dtype_name)
+    p = lib.tensor([[1.0, 0.0, 0.3], [1.0, 0.0, 0.999]], dtype=dt, requires_grad=True)
+    t = lib.tensor([[1.0, 0.0, 0.2], [0.3, 0.6, 1.0]], dtype=dt, requires_grad=True)
+    w = lib.tensor([0.5, 2.0, 1.0], dtype=dt)
+    loss = lib.nn.functional.binary_cross_entropy(p, t, weight=w, reduction=reduction)
+    gp, gt = lib.autograd.grad(loss.sum(), (p, t))
+    return loss.detach().flatten().tolist(), gp.flatten().tolist(), gt.flatten().tolist()
+
+
+def test_bce_saturated_probabilities_have_finite_gradients():
+    _, gp, gt = _bce(ember, "sum", "float64")
+    # agreeing targets at p = 0 and 1: no gradient; disagreeing: (p - t) / 1e-12 * w
+    assert gp[:2] == [0.0, 0.0]
+    assert gp[3] == pytest.approx(0.5 * 0.7 / 9.999999960041972e-13, rel=1e-12)
+    assert gp[4] == pytest.approx(-2.0 * 0.6 / 9.999999960041972e-13, rel=1e-12)
+    assert gp[2] == pytest.approx(0.1 / 0.21, rel=1e-12)
+    assert gp[5] == pytest.approx(-0.001 / (0.999 * 0.001), rel=1e-9)
+    # d/dt = -logit(p) * w
+    assert gt[2] == pytest.approx(-math.log(0.3 / 0.7), rel=1e-12)
+    assert gt[0] == float("-inf") and gt[1] == float("inf")
+
+
+def test_bce_of_saturated_sigmoid_trains():
+    x = ember.tensor([30.0, -30.0, 0.5], requires_grad=True)
+    loss = ember.nn.BCELoss()(ember.sigmoid(x), ember.tensor([1.0, 0.0, 1.0]))
+    (g,) = ember.autograd.grad(loss, x)
+    assert not g.isnan().any()
+    assert g.tolist() == pytest.approx([0.0, 2.9188374197556925e-15, -0.12584689259529114], rel=1e-6)
+
+
+def test_bce_mean_and_double_backward():
+    p = ember.tensor([0.2, 0.7], dtype=ember.float64, requires_grad=True)
+    t = ember.tensor([0.0, 1.0], dtype=ember.float64)
+    loss = F.binary_cross_entropy(p, t)
+    (g,) = ember.autograd.grad(loss, p, create_graph=True)
+    assert g.tolist() == pytest.approx([0.625, -0.7142857142857143], rel=1e-12)
+    (h,) = ember.autograd.grad(g.sum(), p)
+    # d/dp of (p - t) / (2 p (1 - p)): (p^2 - 2pt + t) / (2 p^2 (1 - p)^2)
+    assert h.tolist() == pytest.approx([0.78125, 1.0204081632653061], rel=1e-9)
+    with ember.no_grad():
+        assert not F.binary_cross_entropy(p, t).requires_grad
+
+
+def test_bce_weight_gradient_still_available():
+    # PyTorch refuses a weight that requires grad; ember keeps differentiating it
+    p = ember.tensor([0.2, 0.7], dtype=ember.float64)
+    t = ember.tensor([0.0, 1.0], dtype=ember.float64)
+    w = ember.tensor([1.0, 2.0], dtype=ember.float64, requires_grad=True)
+    (gw,) = ember.autograd.grad(F.binary_cross_entropy(p, t, weight=w, reduction="sum"), w)
+    assert gw.tolist() == pytest.approx([-math.log(0.8), -math.log(0.7)], rel=1e-12)
+
+
+@needs_torch
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("dtype_name", ["float32", "float64"])
+def test_bce_matches_torch(reduction, dtype_name):
+    ours, theirs = _bce(ember, reduction, dtype_name), _bce(torch, reduction, dtype_name)
+    assert ours[0] == pytest.approx(theirs[0], rel=1e-6, abs=1e-12)
+    assert ours[1] == pytest.approx(theirs[1], rel=1e-6)
+    assert ours[2] == pytest.approx(theirs[2], rel=1e-6)
