@@ -6,7 +6,9 @@ raised "does not require grad"; PyTorch records the op and gives the grid a zero
 its clamped logs, so a probability of exactly 0 or 1 (a float32 sigmoid saturates at logits
 beyond ~17) gave a NaN gradient (0 * inf) where PyTorch's (p - t) / max(p (1 - p), 1e-12) gives
 0 when the target agrees and a large finite value otherwise; one NaN then spreads through the
-optimizer step. Values are pinned explicitly and, where torch is installed, against it."""
+optimizer step. ``F.multi_margin_loss`` (p=1) and ``F.multilabel_margin_loss`` clamped their
+hinges, which passes a gradient at an exact tie (margin - x[y] + x[i] == 0, common with integer
+scores); PyTorch's kernels add a term only where it is > 0. Values are pinned explicitly and, where torch is installed, against it."""
 
 from __future__ import annotations
 
@@ -144,3 +146,41 @@ def test_bce_matches_torch(reduction, dtype_name):
     assert ours[0] == pytest.approx(theirs[0], rel=1e-6, abs=1e-12)
     assert ours[1] == pytest.approx(theirs[1], rel=1e-6)
     assert ours[2] == pytest.approx(theirs[2], rel=1e-6)
+
+
+TIES = [[1.0, 2.0, 0.5], [2.0, 1.0, 1.5]]  # row 0: 1 - 2 + 1 == 0, an exact tie
+
+
+def _margin(lib, which):
+    x = lib.tensor(TIES, dtype=lib.float64, requires_grad=True)
+    F_ = lib.nn.functional
+    if which == "multi_margin":
+        loss = F_.multi_margin_loss(x, lib.tensor([1, 0]))
+    elif which == "multi_margin_p2":
+        loss = F_.multi_margin_loss(x, lib.tensor([1, 0]), p=2)
+    else:
+        loss = F_.multilabel_margin_loss(x, lib.tensor([[1, -1, 0], [0, -1, 1]]))
+    (g,) = lib.autograd.grad(loss, x)
+    return loss.item(), g.flatten().tolist()
+
+
+@pytest.mark.parametrize("which", ["multi_margin", "multilabel_margin"])
+def test_margin_losses_no_gradient_at_a_tie(which):
+    loss, g = _margin(ember, which)
+    # only row 1's pair (0, 2) is active: 1 - 2 + 1.5 = 0.5, over 3 classes and 2 rows
+    assert loss == pytest.approx(0.5 / 3 / 2, rel=1e-12)
+    assert g == pytest.approx([0.0, 0.0, 0.0, -1 / 6, 0.0, 1 / 6], abs=1e-12)
+
+
+def test_multi_margin_p2_at_a_tie():
+    loss, g = _margin(ember, "multi_margin_p2")
+    assert loss == pytest.approx(0.25 / 3 / 2, rel=1e-12)
+    assert g == pytest.approx([0.0, 0.0, 0.0, -1 / 6, 0.0, 1 / 6], abs=1e-12)
+
+
+@needs_torch
+@pytest.mark.parametrize("which", ["multi_margin", "multi_margin_p2", "multilabel_margin"])
+def test_margin_losses_match_torch(which):
+    ours, theirs = _margin(ember, which), _margin(torch, which)
+    assert ours[0] == pytest.approx(theirs[0], rel=1e-12)
+    assert ours[1] == pytest.approx(theirs[1], abs=1e-12)

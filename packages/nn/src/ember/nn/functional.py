@@ -3066,7 +3066,9 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
                            f"{_shape(input)} (class indices must lie in [0, {c}))")
     is_y = ember.zeros(list(_shape(x)), dtype=x.dtype).scatter_(1, t, 1.0)
     xy = (x * is_y).sum(1, keepdim=True)
-    z = (margin - xy + x).clamp(min=0)
+    # PyTorch's kernel adds a term only where it is > 0: no gradient at an exact tie (clamp
+    # would pass one)
+    z = ember.relu(margin - xy + x)
     if p == 2:
         z = z * z
     if weight is not None:
@@ -3118,7 +3120,7 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | N
             is_target[r][v] = 1.0
     mask = ember.tensor(is_target, dtype=x.dtype).reshape(x.shape[0], c)
     # pairs (j a target class, i not one): max(0, 1 - x[j] + x[i])
-    hinge = (1 - x.unsqueeze(2) + x.unsqueeze(1)).clamp(min=0)
+    hinge = ember.relu(1 - x.unsqueeze(2) + x.unsqueeze(1))  # no gradient at a tie, as PyTorch
     pair = mask.unsqueeze(2) * (1 - mask).unsqueeze(1)
     loss = (hinge * pair).sum(2).sum(1) / c
     if input.ndim != 2:
