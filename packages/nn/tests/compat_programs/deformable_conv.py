@@ -106,8 +106,8 @@ gs = F.grid_sample(img, g, align_corners=True).flatten()
 y0, x0 = yy.floor().long(), xx.floor().long()
 y1, x1 = (y0 + 1).clamp(max=4), (x0 + 1).clamp(max=4)
 wy, wx = yy - y0, xx - x0
-I = img[0, 0]
-manual = (I[y0, x0] * (1 - wy) * (1 - wx) + I[y0, x1] * (1 - wy) * wx + I[y1, x0] * wy * (1 - wx) + I[y1, x1] * wy * wx)
+im = img[0, 0]
+manual = (im[y0, x0] * (1 - wy) * (1 - wx) + im[y0, x1] * (1 - wy) * wx + im[y1, x0] * wy * (1 - wx) + im[y1, x1] * wy * wx)
 print(f"grid_sample == manual bilinear: {torch.allclose(gs, manual, atol=1e-6)} values {[round(v, 4) for v in gs.tolist()]}")
 
 # gradients flow into offsets and masks

@@ -61,7 +61,6 @@ class Backbone(nn.Module):
 def roi_align(feat, boxes, out_size, spatial_scale, sampling=2):
     """feat (N, C, H, W); boxes (K, 5) as (batch index, x1, y1, x2, y2) in image pixels."""
     n, c, h, w = feat.shape
-    k = boxes.shape[0]
     x1, y1, x2, y2 = (boxes[:, i] * spatial_scale - 0.5 for i in range(1, 5))
     bw, bh = (x2 - x1) / out_size, (y2 - y1) / out_size
     frac = (torch.arange(out_size * sampling, dtype=feat.dtype) + 0.5) / sampling  # in bins
