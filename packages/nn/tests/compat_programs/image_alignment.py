@@ -11,8 +11,6 @@ NumPy. Written against `torch`; the test suite runs it unchanged on torch and, t
 shim, on ember. Prints RESULT <initial photometric loss> <final photometric loss>
 <denoised psnr>."""
 
-import math
-
 import numpy as np
 import torch
 import torch.nn.functional as F

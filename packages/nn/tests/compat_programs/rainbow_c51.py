@@ -237,9 +237,9 @@ for t in range(400):
         nn.utils.clip_grad_norm_(online.parameters(), 10.0)
         opt.step()
         online.reset_noise()
-        for i, l in zip(idxs.tolist(), loss_each.detach().tolist()):
-            tree.update(i, l ** 0.5 + 1e-6)
-            max_prio = max(max_prio, l ** 0.5 + 1e-6)
+        for i, le in zip(idxs.tolist(), loss_each.detach().tolist()):
+            tree.update(i, le ** 0.5 + 1e-6)
+            max_prio = max(max_prio, le ** 0.5 + 1e-6)
         losses.append(loss.item())
     if t % 50 == 0:
         target.load_state_dict(online.state_dict())
