@@ -16,14 +16,14 @@ from ember.distributions import constraints
 from ember.distributions._params import ProbsOrLogits
 from ember.distributions.distribution import Distribution
 from ember.distributions.exp_family import ExponentialFamily
-from ember.distributions.utils import broadcast_all
+from ember.distributions.utils import _stable_softplus, broadcast_all
 
 __all__ = ["Bernoulli"]
 
 
 def _bce_with_logits(logits: Tensor, target: Tensor) -> Tensor:
     """Elementwise binary cross-entropy from logits: softplus(l) - target * l (stable)."""
-    return ember.clamp(logits, min=0) - logits * target + ember.log1p(ember.exp(-ember.abs(logits)))
+    return _stable_softplus(logits) - logits * target
 
 
 class Bernoulli(ProbsOrLogits, ExponentialFamily):
@@ -73,7 +73,7 @@ class Bernoulli(ProbsOrLogits, ExponentialFamily):
         return (self.logits,)
 
     def _log_normalizer(self, x: Tensor) -> Tensor:
-        return ember.clamp(x, min=0) + ember.log1p(ember.exp(-ember.abs(x)))
+        return _stable_softplus(x)
 
     @property
     def param_shape(self) -> Size:

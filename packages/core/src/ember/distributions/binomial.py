@@ -16,6 +16,7 @@ from ember.distributions import constraints
 from ember.distributions._params import ProbsOrLogits
 from ember.distributions._special import binomial, lgamma
 from ember.distributions.distribution import Distribution
+from ember.distributions.utils import _stable_softplus
 
 __all__ = ["Binomial"]
 
@@ -86,7 +87,7 @@ class Binomial(ProbsOrLogits, Distribution):
         log_choose = lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1)
         # k log p + (n - k) log(1 - p) = k * logits - n * softplus(logits), written stably
         logits = self.logits
-        softplus = ember.clamp(logits, min=0) + ember.log1p(ember.exp(-ember.abs(logits)))
+        softplus = _stable_softplus(logits)
         return log_choose + k * logits - n * softplus
 
     def entropy(self) -> Tensor:

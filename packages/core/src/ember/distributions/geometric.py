@@ -15,13 +15,13 @@ from ember import Size, Tensor
 from ember.distributions import constraints
 from ember.distributions._params import ProbsOrLogits
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import broadcast_all
+from ember.distributions.utils import _stable_softplus, broadcast_all
 
 __all__ = ["Geometric"]
 
 
 def _bce_with_logits(logits: Tensor, target: Tensor) -> Tensor:
-    return ember.clamp(logits, min=0) - logits * target + ember.log1p(ember.exp(-ember.abs(logits)))
+    return _stable_softplus(logits) - logits * target
 
 
 class Geometric(ProbsOrLogits, Distribution):

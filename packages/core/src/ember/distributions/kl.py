@@ -40,7 +40,7 @@ from ember.distributions.pareto import Pareto
 from ember.distributions.poisson import Poisson
 from ember.distributions.transformed_distribution import TransformedDistribution
 from ember.distributions.uniform import Uniform
-from ember.distributions.utils import _sum_rightmost
+from ember.distributions.utils import _stable_softplus, _sum_rightmost
 
 __all__ = ["kl_divergence", "register_kl"]
 
@@ -113,7 +113,7 @@ def kl_divergence(p: Distribution, q: Distribution) -> Tensor:
 
 
 def _softplus(x: Tensor) -> Tensor:
-    return ember.clamp(x, min=0) + ember.log1p(ember.exp(-ember.abs(x)))
+    return _stable_softplus(x)
 
 
 @register_kl(ExponentialFamily, ExponentialFamily)

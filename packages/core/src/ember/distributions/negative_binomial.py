@@ -16,12 +16,13 @@ from ember.distributions import constraints
 from ember.distributions._params import ProbsOrLogits
 from ember.distributions._special import lgamma, poisson, standard_gamma
 from ember.distributions.distribution import Distribution
+from ember.distributions.utils import _stable_softplus
 
 __all__ = ["NegativeBinomial"]
 
 
 def _logsigmoid(x: Tensor) -> Tensor:
-    return -(ember.clamp(-x, min=0) + ember.log1p(ember.exp(-ember.abs(x))))
+    return -_stable_softplus(-x)
 
 
 class NegativeBinomial(ProbsOrLogits, Distribution):

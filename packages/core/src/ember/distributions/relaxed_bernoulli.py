@@ -19,13 +19,13 @@ from ember.distributions._params import ProbsOrLogits, RelaxedParams
 from ember.distributions.distribution import Distribution
 from ember.distributions.transformed_distribution import TransformedDistribution
 from ember.distributions.transforms import SigmoidTransform
-from ember.distributions.utils import broadcast_all, clamp_probs
+from ember.distributions.utils import _stable_softplus, broadcast_all, clamp_probs
 
 __all__ = ["LogitRelaxedBernoulli", "RelaxedBernoulli"]
 
 
 def _softplus(x: Tensor) -> Tensor:
-    return ember.clamp(x, min=0) + ember.log1p(ember.exp(-ember.abs(x)))
+    return _stable_softplus(x)
 
 
 class LogitRelaxedBernoulli(ProbsOrLogits, Distribution):

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
-from ember.distributions.utils import _sum_rightmost
+from ember.distributions.utils import _stable_softplus, _sum_rightmost
 
 __all__ = [
     "AbsTransform",
@@ -46,7 +46,7 @@ __all__ = [
 
 
 def _softplus(x: Tensor) -> Tensor:
-    return ember.clamp(x, min=0) + ember.log1p(ember.exp(-ember.abs(x)))
+    return _stable_softplus(x)
 
 
 class Transform:

@@ -66,6 +66,25 @@ def broadcast_all(*values: Tensor | Number) -> tuple[Tensor, ...]:
     return tuple(t if tuple(t.shape) == shape else t.expand(shape) for t in tensors)
 
 
+def _clamp_by_zero(x: Tensor) -> Tensor:
+    """max(x, 0) whose gradient at exactly 0 is 1/2 (clamp alone passes 1 there), so that the
+    stable softplus below has softplus'(0) = sigmoid(0) = 1/2."""
+    return (x.clamp(min=0) + x - x.clamp(max=0)) / 2
+
+
+def _stable_softplus(x: Tensor) -> Tensor:
+    """log(1 + exp(x)) without overflow, with the exact gradient sigmoid(x) everywhere (0
+    included: abs(x) has gradient 0 there and _clamp_by_zero supplies the 1/2).
+
+    >>> import ember
+    >>> x = ember.zeros(1, requires_grad=True)
+    >>> _stable_softplus(x).sum().backward()
+    >>> x.grad
+    tensor([0.5000])
+    """
+    return _clamp_by_zero(x) + ember.log1p(ember.exp(-ember.abs(x)))
+
+
 def _standard_normal(shape: Sequence[int], dtype: Any, device: Any) -> Tensor:
     """Standard normal draws of the given shape (never part of an autograd graph)."""
     with ember.no_grad():

@@ -209,7 +209,12 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
         return _bicubic(input, grid, padding_mode, align_corners)
     if mode == "nearest":
         # round half to even, as nearbyint does
-        return gather([x.round() for x in src])
+        out = gather([x.round() for x in src])
+        if grid.requires_grad and ember.is_grad_enabled():
+            # piecewise constant in the grid: PyTorch still records the op and gives the grid a
+            # zero gradient (a graph that reaches the grid only through here must backward)
+            out = _ZeroGridGrad.apply(out, grid)
+        return out
     lows = [x.floor() for x in src]
     w1 = [(x - lo).unsqueeze(1) for x, lo in zip(src, lows)]
     w0 = [1 - w for w in w1]
@@ -226,6 +231,20 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
             term = ember.where(inside_of(idx).unsqueeze(1), term, ember.zeros_like(term))
         out = term if out is None else out + term
     return out
+
+
+class _ZeroGridGrad(ember.autograd.Function):
+    """Passes ``out`` through and gives ``grid`` a zero gradient (nearest sampling)."""
+
+    @staticmethod
+    def forward(ctx: Any, out: Tensor, grid: Tensor) -> Tensor:
+        ctx.grid_shape, ctx.grid_dtype = grid.shape, grid.dtype
+        ctx.grid_device = grid.device
+        return out.view_as(out)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor]:
+        return grad, ember.zeros(ctx.grid_shape, dtype=ctx.grid_dtype, device=ctx.grid_device)
 
 
 def _cubic_weights(t: Tensor) -> list[Tensor]:

@@ -2694,7 +2694,60 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("binary_cross_entropy", reduction)
     _check_same_size("binary_cross_entropy", input, target, strict=True)
+    if ember.is_grad_enabled() and (input.requires_grad or target.requires_grad or (
+            weight is not None and weight.requires_grad)):
+        return _BinaryCrossEntropy.apply(input, target, weight, reduction)
     return _C.binary_cross_entropy(input, target, weight, reduction)
+
+
+class _BinaryCrossEntropy(ember.autograd.Function):
+    """binary_cross_entropy with PyTorch's gradients: d/dp = (p - t) / max(p (1 - p), 1e-12)
+    and d/dt = -logit(p), times the weight, over the numel for 'mean' (in PyTorch's order, so
+    the last bits agree). Differentiating the clamped logs instead gives 0 * inf = NaN where a
+    probability is exactly 0 or 1 (a saturated float32 sigmoid); PyTorch gives 0 where the
+    target agrees, else a large finite value."""
+
+    @staticmethod
+    def forward(ctx: Any, input: Tensor, target: Tensor, weight: Tensor | None,
+                reduction: str) -> Tensor:
+        ctx.save_for_backward(input, target, weight)
+        ctx.reduction = reduction
+        return _C.binary_cross_entropy(input, target, weight, reduction)
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor | None, ...]:
+        input, target, weight = ctx.saved_tensors
+        g = grad_out if ctx.reduction == "none" else grad_out.expand(input.shape)
+
+        def finish(t: Tensor) -> Tensor:
+            if weight is not None:
+                t = t * weight.to(input.dtype)
+            return t / input.numel() if ctx.reduction == "mean" else t
+
+        grad_input = grad_target = grad_weight = None
+        if ctx.needs_input_grad[0]:
+            # PyTorch's EPSILON is the float 1e-12, also for float64
+            grad_input = finish(g * (input - target) / (input * (1 - input)).clamp_min(_BCE_EPS))
+        if ctx.needs_input_grad[1]:
+            grad_target = finish(-ember.logit(input) * g)
+        if ctx.needs_input_grad[2]:  # PyTorch refuses a weight that requires grad; ember allows it
+            per = _C.binary_cross_entropy(input.detach(), target.detach(), None, "none")
+            gw = g * per
+            grad_weight = _sum_to_shape(gw / input.numel() if ctx.reduction == "mean" else gw,
+                                        weight.shape)
+        return grad_input, grad_target, grad_weight, None
+
+
+_BCE_EPS = 9.999999960041972e-13  # float32(1e-12)
+
+
+def _sum_to_shape(t: Tensor, shape: Sequence[int]) -> Tensor:
+    """Sums a broadcast gradient back to ``shape``."""
+    lead = t.ndim - len(shape)
+    if lead:
+        t = t.sum(tuple(range(lead)))
+    dims = tuple(i for i, n in enumerate(shape) if n == 1 and t.shape[i] != 1)
+    return t.sum(dims, keepdim=True) if dims else t
 
 
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
@@ -3013,7 +3066,9 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
                            f"{_shape(input)} (class indices must lie in [0, {c}))")
     is_y = ember.zeros(list(_shape(x)), dtype=x.dtype).scatter_(1, t, 1.0)
     xy = (x * is_y).sum(1, keepdim=True)
-    z = (margin - xy + x).clamp(min=0)
+    # PyTorch's kernel adds a term only where it is > 0: no gradient at an exact tie (clamp
+    # would pass one)
+    z = ember.relu(margin - xy + x)
     if p == 2:
         z = z * z
     if weight is not None:
@@ -3065,7 +3120,7 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | N
             is_target[r][v] = 1.0
     mask = ember.tensor(is_target, dtype=x.dtype).reshape(x.shape[0], c)
     # pairs (j a target class, i not one): max(0, 1 - x[j] + x[i])
-    hinge = (1 - x.unsqueeze(2) + x.unsqueeze(1)).clamp(min=0)
+    hinge = ember.relu(1 - x.unsqueeze(2) + x.unsqueeze(1))  # no gradient at a tie, as PyTorch
     pair = mask.unsqueeze(2) * (1 - mask).unsqueeze(1)
     loss = (hinge * pair).sum(2).sum(1) / c
     if input.ndim != 2:
