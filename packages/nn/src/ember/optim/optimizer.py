@@ -248,8 +248,16 @@ class Optimizer:
     def _fail(self, what: str) -> None:
         raise ValueError(f"{type(self).__name__}: {what}")
 
+    def _need_number(self, key: str, value: Any) -> None:
+        # a str or None compared with 0.0 would raise a TypeError that names neither the
+        # optimizer nor the hyper-parameter
+        if not isinstance(value, (numbers.Real, Tensor)):
+            raise TypeError(f"{type(self).__name__}: {key} must be a number or a Tensor, got "
+                            f"{value!r} ({type(value).__name__})")
+
     def _check_lr(self, group: dict[str, Any]) -> None:
         lr = group["lr"]
+        self._need_number("lr", lr)
         if isinstance(lr, Tensor):
             if lr.numel() != 1:
                 self._fail(f"a Tensor lr must have one element, got shape {tuple(lr.shape)}")
@@ -259,6 +267,7 @@ class Optimizer:
 
     def _check_nonneg(self, group: dict[str, Any], *keys: str) -> None:
         for k in keys:
+            self._need_number(k, group[k])
             if not 0.0 <= group[k]:
                 self._fail(f"invalid {k} value {group[k]} (expected {k} >= 0)")
 
@@ -267,6 +276,7 @@ class Optimizer:
         if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
             self._fail(f"betas must be a pair (beta1, beta2), got {betas!r}")
         for i, b in enumerate(betas):
+            self._need_number(f"betas[{i}]", b)
             if not 0.0 <= b < 1.0:
                 self._fail(f"invalid beta parameter at index {i}: {b} (expected 0 <= beta < 1)")
 

@@ -233,6 +233,11 @@ def _inject_property(module: Module, tensor_name: str) -> None:
     setattr(module.__class__, tensor_name, property(get_parametrized, set_original))
 
 
+class _NotAModuleError(TypeError, AttributeError):
+    """A parametrization that is not a Module: a TypeError, and an AttributeError as the one
+    PyTorch raises there."""
+
+
 def register_parametrization(
     module: Module, tensor_name: str, parametrization: Module, *, unsafe: bool = False
 ) -> Module:
@@ -244,6 +249,12 @@ def register_parametrization(
     The original parameter object is kept (optimizers holding it keep working) unless
     ``right_inverse`` returns several tensors, which become new parameters.
     """
+    if not isinstance(parametrization, Module):
+        # torch fails on parametrization.train with an AttributeError; say what is wrong
+        raise _NotAModuleError(
+            f"register_parametrization: the parametrization must be an nn.Module (with a forward "
+            f"and optionally a right_inverse), got {type(parametrization).__name__}; wrap a "
+            f"function in a Module whose forward calls it")
     parametrization.train(module.training)
     if is_parametrized(module, tensor_name):
         if not unsafe:
