@@ -33,6 +33,13 @@ channel (PyTorch does the same); it is now a RuntimeError naming both counts.
 attribute 'train'"; the error (a TypeError, and an AttributeError as PyTorch's) now says a
 Module is needed.
 
+An empty ``normalized_shape`` (``LayerNorm([])``, ``RMSNorm([])``) was blamed on the input
+("expected an input whose trailing dims are ()"); it is now PyTorch's "at least 1-dimensional"
+error. ``pack_padded_sequence`` with lengths on the meta device failed copying them ("Cannot copy
+out of meta tensor"), a GRU/RNN (or cell) given a tuple hidden state said "'tuple' object has no
+attribute 'shape'", and a triplet distance function returning a number "'float' object has no
+attribute 'clamp'"; each now names the op and what it expected.
+
 A full backward hook (or pre-hook) returning a gradient of the wrong shape or dtype, or a non
 tensor, was reported naming ember's internal wrappers ("hook '_input_hook' has changed the size
 of value"); it now names the module, the user's hook, the position and both shapes/dtypes.
@@ -373,3 +380,68 @@ def test_torch_refuses_the_same_hook_results():
     m.register_full_backward_hook(lambda mod, gi, go: (torch.ones(3),))
     with pytest.raises(RuntimeError, match="changed the size"):
         m(torch.ones(1, 2, requires_grad=True)).sum().backward()
+
+
+# ---- layers and losses -------------------------------------------------------------------------
+@pytest.mark.parametrize("call", [
+    lambda: nn.functional.layer_norm(ember.ones(2, 3), []),
+    lambda: nn.LayerNorm([])(ember.ones(2, 3)),
+    lambda: nn.RMSNorm([])(ember.ones(2, 3)),
+])
+def test_an_empty_normalized_shape_is_named(call):
+    # the kernel's check said the input (2, 3) did not end with () -- which it does
+    with pytest.raises(RuntimeError, match=r"normalized_shape to be at least 1-dimensional.*"
+                                           r"normalized_shape = \[\]"):
+        call()
+
+
+def test_layer_norm_over_a_dim_still_normalizes():
+    out = nn.functional.layer_norm(ember.tensor([[1.0, 3.0], [2.0, 2.0]]), [2])
+    assert out.flatten().tolist() == pytest.approx([-1.0, 1.0, 0.0, 0.0], abs=1e-4)
+    if torch is not None:
+        with pytest.raises(RuntimeError, match="at least 1-dimensional"):
+            torch.nn.functional.layer_norm(torch.ones(2, 3), [])
+
+
+def test_pack_lengths_on_the_meta_device_are_named():
+    from ember.nn.utils.rnn import pack_padded_sequence
+    with pytest.raises(RuntimeError, match="'lengths' argument should be a 1D CPU int64 "
+                                           "tensor, but got a tensor on the meta device"):
+        pack_padded_sequence(ember.zeros(3, 2, 1), ember.tensor([3, 2], device="meta"))
+    packed = pack_padded_sequence(ember.zeros(3, 2, 1), ember.tensor([3, 2]))
+    assert packed.batch_sizes.tolist() == [2, 2, 1]
+
+
+@pytest.mark.parametrize("call", [
+    lambda: nn.GRU(2, 3)(ember.zeros(3, 1, 2), (ember.zeros(1, 1, 3), ember.zeros(1, 1, 3))),
+    lambda: nn.RNN(2, 3)(ember.zeros(3, 1, 2), [ember.zeros(1, 1, 3)]),
+    lambda: nn.GRUCell(2, 3)(ember.zeros(1, 2), (ember.zeros(1, 3),)),
+    lambda: nn.RNNCell(2, 3)(ember.zeros(1, 2), [1.0]),
+])
+def test_a_hidden_state_that_is_not_a_tensor_is_named(call):
+    with pytest.raises(TypeError, match="hx must be a Tensor h_0 .* got (tuple|list)"):
+        call()
+    with pytest.raises(AttributeError):  # PyTorch's class
+        call()
+
+
+def test_tensor_hidden_states_still_run():
+    gru = nn.GRU(2, 3)
+    out, h = gru(ember.zeros(4, 1, 2), ember.zeros(1, 1, 3))
+    assert out.shape == (4, 1, 3) and h.shape == (1, 1, 3)
+    assert nn.GRUCell(2, 3)(ember.zeros(2), ember.zeros(3)).shape == (3,)
+    if torch is not None:
+        with pytest.raises(AttributeError):
+            torch.nn.GRU(2, 3)(torch.zeros(3, 1, 2), (torch.zeros(1, 1, 3), torch.zeros(1, 1, 3)))
+
+
+def test_a_distance_function_returning_a_number_is_named():
+    loss = nn.TripletMarginWithDistanceLoss(distance_function=lambda a, b: 3.0)
+    with pytest.raises(TypeError, match="distance_function must return a Tensor of distances, "
+                                        "got float"):
+        loss(ember.zeros(2, 3), ember.zeros(2, 3), ember.zeros(2, 3))
+    l1 = nn.TripletMarginWithDistanceLoss(
+        distance_function=lambda a, b: (a - b).abs().sum(-1), margin=1.0)
+    a = ember.zeros(2, 3)
+    assert l1(a, a + 1.0, a + 2.0).item() == pytest.approx(0.0)
+    assert l1(a, a + 2.0, a + 1.0).item() == pytest.approx(4.0)
