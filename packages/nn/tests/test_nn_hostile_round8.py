@@ -40,6 +40,13 @@ out of meta tensor"), a GRU/RNN (or cell) given a tuple hidden state said "'tupl
 attribute 'shape'", and a triplet distance function returning a number "'float' object has no
 attribute 'clamp'"; each now names the op and what it expected.
 
+Assigning a tensor of another shape to a parametrized tensor (``m.weight = ember.ones(5)`` for a
+Linear(3, 2) parametrized without ``unsafe=True``) gave the original the new shape silently (PyTorch
+too), breaking the module far from the assignment; it is now a ValueError, and a right_inverse
+returning several tensors is checked whole before any original is written.
+``get_total_norm([t, None])`` said "'NoneType' object has no attribute 'detach'"; it is now a
+RuntimeError (PyTorch's class) naming the entry.
+
 A full backward hook (or pre-hook) returning a gradient of the wrong shape or dtype, or a non
 tensor, was reported naming ember's internal wrappers ("hook '_input_hook' has changed the size
 of value"); it now names the module, the user's hook, the position and both shapes/dtypes.
@@ -445,3 +452,91 @@ def test_a_distance_function_returning_a_number_is_named():
     a = ember.zeros(2, 3)
     assert l1(a, a + 1.0, a + 2.0).item() == pytest.approx(0.0)
     assert l1(a, a + 2.0, a + 1.0).item() == pytest.approx(4.0)
+
+
+# ---- parametrized assignment and total norms -------------------------------------------------
+class _Scale(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+    def right_inverse(self, x):
+        return x / 2
+
+
+class _Halves(nn.Module):
+    def forward(self, a, b):
+        return a + b
+
+    def right_inverse(self, x):
+        # the second half comes back in another dtype when asked to (x.sum() > 100)
+        return x * 0.5, (x.double() if x.sum() > 100 else x) * 0.5
+
+
+def test_assigning_another_shape_to_a_safe_parametrization_is_refused():
+    from ember.nn.utils import parametrize
+    m = nn.Linear(3, 2)
+    parametrize.register_parametrization(m, "weight", _Scale())
+    with pytest.raises(ValueError, match=r"Assigning a tensor of shape \(5,\) to a parametrized "
+                                         r"tensor of shape \(2, 3\)"):
+        m.weight = ember.ones(5)
+    assert m.parametrizations.weight.original.shape == (2, 3)  # unchanged
+    m.weight = ember.ones(2, 3)
+    assert m.weight.tolist() == [[1.0, 1.0, 1.0]] * 2
+    assert m.parametrizations.weight.original.tolist() == [[0.5, 0.5, 0.5]] * 2
+    assert m(ember.ones(1, 3)).shape == (1, 2)
+    if torch is not None:  # PyTorch lets the original take the new shape
+        from torch.nn.utils import parametrize as tparametrize
+
+        class TScale(torch.nn.Module):
+            def forward(self, x):
+                return x * 2
+
+            def right_inverse(self, x):
+                return x / 2
+
+        tm = torch.nn.Linear(3, 2)
+        tparametrize.register_parametrization(tm, "weight", TScale())
+        tm.weight = torch.ones(5)
+        assert tuple(tm.parametrizations.weight.original.shape) == (5,)
+
+
+def test_unsafe_parametrizations_may_still_change_the_shape():
+    from ember.nn.utils import parametrize
+
+    class Flat(nn.Module):
+        def forward(self, x):
+            return x.reshape(-1)
+
+        def right_inverse(self, x):
+            return x.reshape(2, 3)
+
+    m = nn.Linear(3, 2)
+    parametrize.register_parametrization(m, "weight", Flat(), unsafe=True)
+    m.weight = ember.arange(6.0)
+    assert m.weight.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_a_failed_assignment_of_several_originals_writes_none_of_them():
+    from ember.nn.utils import parametrize
+    m = nn.Linear(3, 2)
+    parametrize.register_parametrization(m, "weight", _Halves())
+    before = [getattr(m.parametrizations.weight, f"original{i}").detach().clone()
+              for i in range(2)]
+    with pytest.raises(ValueError, match="Tensor 1 returned by `right_inverse` has dtype "
+                                         "ember.float64"):
+        m.weight = ember.full((2, 3), 50.0)
+    for i in range(2):
+        assert ember.equal(getattr(m.parametrizations.weight, f"original{i}"), before[i])
+    m.weight = ember.full((2, 3), 4.0)
+    assert m.parametrizations.weight.original0.tolist() == [[2.0] * 3] * 2
+    assert m.weight.tolist() == [[4.0] * 3] * 2
+
+
+def test_get_total_norm_names_an_entry_that_is_not_a_tensor():
+    with pytest.raises(RuntimeError, match=r"tensors\[1\] is NoneType"):
+        nn.utils.get_total_norm([ember.ones(2), None])
+    assert nn.utils.get_total_norm([ember.ones(2) * 3, ember.ones(2) * 4]).item() == \
+        pytest.approx(50 ** 0.5)
+    if torch is not None:
+        with pytest.raises(RuntimeError):
+            torch.nn.utils.get_total_norm([torch.ones(2), None])

@@ -42,6 +42,10 @@ def get_total_norm(
     norm_type = float(norm_type)
     if not ts:
         return ember.tensor(0.0)
+    for i, t in enumerate(ts):
+        if not isinstance(t, Tensor):  # e.g. a .grad that is None: named, not an AttributeError
+            raise RuntimeError(f"get_total_norm: expected Tensors, but tensors[{i}] is "
+                               f"{type(t).__name__} (pass the gradients that are defined)")
     norms = [t.detach().norm(norm_type) for t in ts]
     dtype = norms[0].dtype
     stacked = ember.stack([n.to(dtype) for n in norms])
