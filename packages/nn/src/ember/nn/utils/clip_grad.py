@@ -43,7 +43,9 @@ def get_total_norm(
     if not ts:
         return ember.tensor(0.0)
     for i, t in enumerate(ts):
-        if not isinstance(t, Tensor):  # e.g. a .grad that is None: named, not an AttributeError
+        # e.g. a .grad that is None: named, not an AttributeError (sparse gradients are not
+        # Tensor instances but have a norm)
+        if not (isinstance(t, Tensor) or hasattr(t, "norm")):
             raise RuntimeError(f"get_total_norm: expected Tensors, but tensors[{i}] is "
                                f"{type(t).__name__} (pass the gradients that are defined)")
     norms = [t.detach().norm(norm_type) for t in ts]
