@@ -16,7 +16,11 @@ it now names the scheduler, the group and the epoch. ``scheduler.load_state_dict
 a list, ``last_epoch="x"`` (failing at the next step with "can only concatenate str"), a state
 dict with more param groups or lambdas than the scheduler (``zip`` dropped the rest silently), a
 ``SequentialLR`` state with another number of schedulers; each is now refused before anything is
-loaded.
+loaded. An on/off option set to a str (``SGD(maximize="no")``, truthy, or changed in a param
+group) reached a kernel that named only itself ("_fused_sgd_(): argument 'maximize' must be
+bool"); switching ``nesterov`` on in a group without momentum likewise ("_fused_sgd_: nesterov
+momentum requires..."). Both now name the optimizer, the group and the option at step, before
+any parameter is written; an int flag (``amsgrad=1``, which PyTorch takes) is used as a bool.
 
 ``prune.ln_structured`` / ``random_structured`` with a dim out of range said "tuple index out of
 range", and a second structured prune with a dim below ``-ndim`` wrapped around to another dim
@@ -540,3 +544,42 @@ def test_get_total_norm_names_an_entry_that_is_not_a_tensor():
     if torch is not None:
         with pytest.raises(RuntimeError):
             torch.nn.utils.get_total_norm([torch.ones(2), None])
+
+
+# ---- optimizer flags changed after construction ----------------------------------------------
+def test_a_flag_that_is_not_a_bool_is_named_at_step():
+    p = _p()
+    o = optim.SGD([p], lr=0.1, maximize="no")  # "no" is truthy: it would maximize
+    p.grad = ember.ones(2)
+    with pytest.raises(TypeError, match="SGD.step: param group 0 has maximize='no' \\(str\\); "
+                                        "expected a bool"):
+        o.step()
+    assert p.tolist() == [1.0, 1.0]
+    o = optim.RAdam([p], decoupled_weight_decay="yes")
+    with pytest.raises(TypeError, match="RAdam.step: param group 0 has decoupled_weight_decay"):
+        o.step()
+
+
+def test_int_flags_are_taken_as_bools():
+    p = _p()
+    o = optim.Adam([p], lr=0.001, amsgrad=1)
+    p.grad = ember.ones(2)
+    o.step()
+    assert o.param_groups[0]["amsgrad"] is True
+    assert p.tolist() == pytest.approx([0.999, 0.999], abs=1e-6)
+
+
+def test_nesterov_switched_on_without_momentum_is_named():
+    p = _p()
+    o = optim.SGD([p], lr=0.1)
+    p.grad = ember.ones(2)
+    o.step()
+    o.param_groups[0]["nesterov"] = True
+    # the fused kernel refused it naming only itself ("_fused_sgd_: ...")
+    with pytest.raises(ValueError, match="SGD.step: param group 0 has nesterov=True but "
+                                         "momentum=0"):
+        o.step()
+    assert p.tolist() == pytest.approx([0.9, 0.9])
+    o.param_groups[0]["momentum"] = 0.5
+    o.step()
+    assert p.tolist() == pytest.approx([0.75, 0.75])

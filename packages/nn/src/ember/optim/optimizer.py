@@ -77,6 +77,11 @@ class _RequiredParameter:
 required = _RequiredParameter()
 
 
+# the on/off options of the optimizers (None: the optimizer's choice)
+_FLAGS = ("maximize", "nesterov", "amsgrad", "foreach", "fused", "capturable", "differentiable",
+          "decoupled_weight_decay")
+
+
 def _is_number(x: Any) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
@@ -227,9 +232,20 @@ class Optimizer:
         written -- a NaN lr would silently turn every parameter into NaN. Tensor values are
         not read (that would synchronize a device each step); negative numbers are left to the
         constructor (as PyTorch, a changed group may go negative on purpose)."""
+        name = type(self).__name__
+        for i, group in enumerate(self.param_groups):
+            for k in _FLAGS:
+                v = group.get(k)
+                # a str flag would be truthy ("no" turning maximize on) or reach a kernel that
+                # names only itself; ints (0/1) are taken as the bools they stand for
+                if v is None or isinstance(v, bool):
+                    continue
+                if not isinstance(v, numbers.Integral):
+                    raise TypeError(f"{name}.step: param group {i} has {k}={v!r} "
+                                    f"({type(v).__name__}); expected a bool")
+                group[k] = bool(v)
         if self._nonneg is None:
             return
-        name = type(self).__name__
         for i, group in enumerate(self.param_groups):
             for k in ("lr", *self._nonneg, *(("betas",) if self._has_betas else ())):
                 values = group.get(k)
