@@ -52,7 +52,7 @@ def test_the_loader_reports_the_short_sample():
 
 
 def test_pytorch_drops_the_extra_element_silently():
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from torch.utils.data import default_collate as torch_collate
 
     TP = collections.namedtuple("TP", "a b")
