@@ -84,6 +84,9 @@ def _detach_tree(tree: Any) -> Any:
 
 
 def _argnums(argnums: int | tuple[int, ...], nargs: int, name: str) -> tuple[int, ...]:
+    if not isinstance(argnums, (int, tuple, list)):
+        raise RuntimeError(f"{name}: argnums must be int or Tuple[int, ...], got "
+                           f"{type(argnums).__name__}")
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     if not nums:
         raise RuntimeError(f"{name}: argnums must be non-empty")
@@ -534,9 +537,41 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
                              f"dimension, got sizes {sorted(sizes)}")
         n = sizes.pop()
         results = []
+        # ember's random ops all draw from the one default generator: "same" replays its state
+        # for every sample, "error" refuses a call that drew from it (as torch's vmap does)
+        gen = _C.default_generator
+        start = gen.get_state() if randomness != "different" else None
+        seen: list = []  # each call's result tensors with their versions when it returned
         for i in range(n):
             sl = [x.select(d, i) if d is not None else x for x, d in zip(leaves, dims)]
+            if randomness == "same" and i:
+                gen.set_state(start)
             results.append(func(*_unflatten(sl, spec), **kwargs))
+            seen.append([(t, t._version) for t in _flatten(results[-1])[0]
+                         if isinstance(t, Tensor)])
+            if randomness == "error" and not _C.equal(gen.get_state(), start):
+                gen.set_state(start)
+                raise RuntimeError(
+                    "vmap: called random operation while in randomness error mode. Please either "
+                    "use the 'same' or 'different' randomness flags on vmap or perform the "
+                    "randomness operation out of vmap")
+        # The results are stacked after every call: memory that one call returned and a later
+        # call returned again after writing it in place (state shared between the samples, e.g.
+        # a captured tensor updated with add_) would be stacked with its final value for every
+        # sample: refuse it. (Samples writing their own slices of a mapped input are fine.)
+        later: set = set()
+        for i in range(len(seen) - 1, -1, -1):
+            keys = []
+            for t, v in seen[i]:
+                key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
+                keys.append(key)
+                if t._version != v and t.numel() and key in later:
+                    raise RuntimeError(
+                        f"vmap: the tensor of shape {tuple(t.shape)} returned for sample {i} was "
+                        f"modified in place by a later sample (its version went from {v} to "
+                        f"{t._version}); the function writes into state shared between the "
+                        f"samples (a captured or unmapped tensor). Return a new tensor instead")
+            later.update(keys)
         if n == 0:
             # as torch, a size-0 batch gives size-0 results: func runs once on zero samples to
             # learn the structure, shapes and dtypes of what it returns
@@ -608,6 +643,10 @@ def functional_call(module: Any, parameter_and_buffer_dicts: Any, args: Any = No
             seen.setdefault(id(t), []).append(name)
         for names in seen.values():
             given = [n for n in names if n in merged]
+            if len({id(merged[n]) for n in given}) > 1:
+                # tied names stand for one tensor: two values for it would be a silent pick
+                raise ValueError(f"functional_call got multiple values for keys {sorted(given)}, "
+                                 f"which are tied. Consider using tie_weights=False")
             if given:
                 for n in names:
                     merged.setdefault(n, merged[given[0]])

@@ -69,6 +69,16 @@ def _tensors(x: Any, api: str, arg: str, none_ok: bool = False,
     return graph._resolve_inputs(items) if edges else items
 
 
+def _check_grad_devices(api: str, outs: list, grads: list) -> None:
+    """A seed gradient on another device than its output is refused as PyTorch does (the
+    engine would fail copying it, e.g. out of a meta tensor, naming neither); a 0-dim one may
+    come from another device, as in PyTorch."""
+    for i, (o, g) in enumerate(zip(outs, grads)):
+        if isinstance(g, Tensor) and g.dim() > 0 and g.device != o.device:
+            raise RuntimeError(f"{api}: invalid gradient at index {i} - expected device "
+                               f"{o.device} but got {g.device}")
+
+
 # ---- gradients that do not pass through the engine ------------------------------------------
 # A sparse gradient (nn.Embedding(sparse=True), see ember.sparse) is produced inside a custom
 # Function's backward but is not a dense tensor the C++ engine can carry. Each backward()/grad()
@@ -160,6 +170,7 @@ def backward(
     grads = _tensors(grad_tensors, "backward", "grad_tensors", True) or [None] * len(outs)
     if len(grads) != len(outs):
         raise RuntimeError(f"backward: got {len(outs)} tensors but {len(grads)} gradients")
+    _check_grad_devices("backward", outs, grads)
     keep = create_graph if retain_graph is None else retain_graph
     ins = _tensors(inputs, "backward", "inputs", exc=RuntimeError,  # RuntimeError: PyTorch's
                    edges=True)
@@ -229,6 +240,7 @@ def grad(
     grads = _tensors(grad_outputs, "grad", "grad_outputs", True) or [None] * len(outs)
     if len(grads) != len(outs):
         raise RuntimeError(f"grad: got {len(outs)} outputs but {len(grads)} grad_outputs")
+    _check_grad_devices("grad", outs, grads)
     keep = create_graph if retain_graph is None else retain_graph
     unused_ok = bool(allow_unused) or materialize_grads
     if is_grads_batched:

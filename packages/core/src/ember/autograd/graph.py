@@ -53,6 +53,38 @@ Node.register(_C.Node)
 # The built-in nodes report PyTorch's names themselves (the YAML `node_name` of each op).
 
 
+class _ShapeKeepingPack:
+    """pack_hook, keeping the saved tensor's shape next to what the hook returned."""
+
+    __slots__ = ("hook",)
+
+    def __init__(self, hook: Callable[[Tensor], Any]) -> None:
+        self.hook = hook
+
+    def __call__(self, t: Tensor) -> tuple:
+        return (tuple(t.shape), self.hook(t))
+
+
+class _ShapeCheckingUnpack:
+    """unpack_hook, refusing a tensor of another shape than the one saved: backward would use
+    it as the saved value, and one that broadcasts would give a silently wrong gradient."""
+
+    __slots__ = ("hook",)
+
+    def __init__(self, hook: Callable[[Any], Tensor]) -> None:
+        self.hook = hook
+
+    def __call__(self, packed: tuple) -> Any:
+        shape, inner = packed
+        t = self.hook(inner)
+        if isinstance(t, Tensor) and tuple(t.shape) != shape:
+            name = getattr(self.hook, "__name__", type(self.hook).__name__)
+            raise RuntimeError(f"saved tensor unpack_hook '{name}' returned a tensor of shape "
+                               f"{tuple(t.shape)} for one saved with shape {shape}; it must give "
+                               f"back the saved tensor's content")
+        return t  # not a Tensor: the engine names the type
+
+
 class saved_tensors_hooks:
     """Within this context, tensors that ops save for backward go through ``pack_hook`` when
     saved (only its result is kept) and ``unpack_hook`` when backward needs them again.
@@ -79,7 +111,13 @@ class saved_tensors_hooks:
         disabled = _disabled_message()
         if disabled is not None:
             raise RuntimeError(disabled)
-        _C._push_saved_tensors_default_hooks(self.pack_hook, self.unpack_hook)
+        pack, unpack = self.pack_hook, self.unpack_hook
+        for what, h in (("pack_hook", pack), ("unpack_hook", unpack)):
+            if not callable(h):
+                raise TypeError(f"saved_tensors_hooks ({what}): the hook must be callable, got "
+                                f"{type(h).__name__!r}")
+        _C._push_saved_tensors_default_hooks(_ShapeKeepingPack(pack),
+                                             _ShapeCheckingUnpack(unpack))
         _hooks_state.active = _hooks_active() + 1
         return self
 

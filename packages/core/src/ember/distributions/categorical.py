@@ -81,7 +81,10 @@ class Categorical(ProbsOrLogits, Distribution):
         return ember.full(tuple(self._extended_shape()), math.nan, dtype=self.probs.dtype, device=self.probs.device)
 
     def sample(self, sample_shape: Any = Size()) -> Tensor:
+        shape = tuple(self._extended_shape(sample_shape))  # checks sample_shape
         sample_shape = Size(sample_shape)
+        if 0 in shape:  # no sample to draw (multinomial cannot draw zero of them)
+            return ember.zeros(shape, dtype=ember.int64, device=self.probs.device)
         with ember.no_grad():
             probs_2d = self.probs.reshape(-1, self._num_events)
             n = max(sample_shape.numel(), 1)

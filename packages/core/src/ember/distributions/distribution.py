@@ -175,7 +175,13 @@ class Distribution:
 
     def _extended_shape(self, sample_shape: _ShapeLike = Size()) -> Size:
         if not isinstance(sample_shape, Size):
+            if isinstance(sample_shape, int):  # Size(3) would say "'int' object is not iterable"
+                raise TypeError(f"{type(self).__name__}: sample_shape must be a tuple of ints "
+                                f"such as ({sample_shape},), got the int {sample_shape}")
             sample_shape = Size(sample_shape)
+        if any(s < 0 for s in sample_shape):
+            raise RuntimeError(f"{type(self).__name__}: sample_shape must hold non-negative "
+                               f"sizes, got {tuple(sample_shape)}")
         return Size(tuple(sample_shape) + tuple(self._batch_shape) + tuple(self._event_shape))
 
     def _validate_sample(self, value: Tensor) -> None:

@@ -163,6 +163,18 @@ def _collate(batch: Sequence, path: str, fn_map: dict | None = None) -> Any:
         except TypeError:
             return out
     if _is_namedtuple(elem):
+        for i, b in enumerate(batch):
+            # zip() would drop the fields of a longer sample (or stop at a shorter one) silently
+            if not isinstance(b, tuple):
+                raise TypeError(
+                    f"default_collate: the samples' field {path} is a {elem_type.__name__} in "
+                    f"sample 0 but a {type(b).__name__} in sample {i}; every sample must have "
+                    "the same structure")
+            if len(b) != len(elem):
+                raise RuntimeError(
+                    f"each element in list of batch should be of equal size: {path} is a "
+                    f"{elem_type.__name__} of {len(elem)} fields in sample 0 but has {len(b)} "
+                    f"elements in sample {i}")
         return elem_type(
             *(_collate(s, f"{path}.{f}", fn_map) for f, s in zip(elem._fields, zip(*batch)))
         )

@@ -1481,6 +1481,10 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
     [-1.0, 1.0]
     """
     ns = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    if not ns:  # every input "ends with" (); the kernel's check would blame the input
+        raise RuntimeError(f"layer_norm: expected normalized_shape to be at least 1-dimensional, "
+                           f"i.e., containing at least one element, but got normalized_shape "
+                           f"= {ns}")
     if input.ndim < len(ns) or list(_shape(input)[input.ndim - len(ns):]) != ns:
         raise RuntimeError(
             f"layer_norm: expected input with shape (*, {', '.join(map(str, ns))}) for "
@@ -1498,6 +1502,10 @@ def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
     [1.0, 1.0]
     """
     ns = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    if not ns:  # every input "ends with" (); the kernel's check would blame the input
+        raise RuntimeError(f"rms_norm: expected normalized_shape to be at least 1-dimensional, "
+                           f"i.e., containing at least one element, but got normalized_shape "
+                           f"= {ns}")
     if input.ndim < len(ns) or list(_shape(input)[input.ndim - len(ns):]) != ns:
         raise RuntimeError(
             f"rms_norm: expected input with shape (*, {', '.join(map(str, ns))}) for "
@@ -2950,6 +2958,14 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
     return _reduce("triplet_margin_loss", (margin + d_ap - d_an).clamp(min=0), reduction)
 
 
+def _distance(dist: Any, a: Tensor, b: Tensor) -> Tensor:
+    d = dist(a, b)
+    if not isinstance(d, Tensor):  # a number would fail later at .clamp, naming neither
+        raise TypeError(f"triplet_margin_with_distance_loss: distance_function must return a "
+                        f"Tensor of distances, got {type(d).__name__}")
+    return d
+
+
 def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
                                       distance_function: Any = None, margin: float = 1.0,
                                       swap: bool = False, reduction: str = "mean") -> Tensor:
@@ -2969,10 +2985,10 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
             f"positive {_shape(positive)} and negative {_shape(negative)}"
         )
     dist = distance_function if distance_function is not None else pairwise_distance
-    d_ap = dist(anchor, positive)
-    d_an = dist(anchor, negative)
+    d_ap = _distance(dist, anchor, positive)
+    d_an = _distance(dist, anchor, negative)
     if swap:
-        d_an = ember.minimum(d_an, dist(positive, negative))
+        d_an = ember.minimum(d_an, _distance(dist, positive, negative))
     return _reduce("triplet_margin_with_distance_loss", (margin + d_ap - d_an).clamp(min=0),
                    reduction)
 

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import types
 import warnings
 import weakref
 from bisect import bisect_right
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any, Callable, Iterable, Sequence
 
 from ember import Tensor
@@ -120,6 +122,31 @@ def _warn_get_lr_called_within_step(lr_scheduler: LRScheduler) -> None:
                       "`get_last_lr()`.", UserWarning, stacklevel=2)
 
 
+def _check_scheduler_state(sched: Any, state_dict: Any) -> None:
+    """Refuses, before anything is loaded, a scheduler state that is not a dict or whose
+    counters or per-group lists have the wrong type or length: loaded as is, they would fail
+    at a later step() with an error naming neither the scheduler nor the entry, or schedule
+    some param groups silently wrong."""
+    name = f"{type(sched).__name__}.load_state_dict"
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(f"{name}: expected a dict from state_dict(), got "
+                        f"{type(state_dict).__name__}")
+    for key in ("last_epoch", "_step_count", "cooldown_counter", "num_bad_epochs"):
+        v = state_dict.get(key)
+        if key in state_dict and not isinstance(v, numbers.Integral):
+            raise TypeError(f"{name}: {key} must be an int, got {v!r} ({type(v).__name__})")
+    for key in ("base_lrs", "_last_lr", "min_lrs"):
+        if key not in state_dict or key not in sched.__dict__:
+            continue
+        v, own = state_dict[key], sched.__dict__[key]
+        if not isinstance(v, (list, tuple)):
+            raise TypeError(f"{name}: {key} must be a list with one entry per param group, got "
+                            f"{type(v).__name__}")
+        if isinstance(own, (list, tuple)) and len(v) != len(own):
+            raise ValueError(f"{name}: {key} has {len(v)} entries in the state dict but the "
+                             f"scheduler has {len(own)} (one per param group)")
+
+
 class LRScheduler:
     """Base class. Subclasses define ``get_lr()`` (the chainable form) and may define
     ``_get_closed_form_lr()``."""
@@ -160,6 +187,7 @@ class LRScheduler:
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        _check_scheduler_state(self, state_dict)
         self.__dict__.update(state_dict)
 
     def get_last_lr(self) -> list[Any]:
@@ -245,6 +273,16 @@ def _lambdas(name: str, optimizer: Optimizer, fn: Any) -> list[Callable[[int], f
     return fns
 
 
+def _factor(sched: Any, group: int, fn: Callable[[int], Any]) -> Any:
+    """fn(last_epoch), which must be a number (or a Tensor) to scale a learning rate by."""
+    f = fn(sched.last_epoch)
+    if not isinstance(f, (numbers.Real, Tensor)):
+        raise TypeError(f"{type(sched).__name__}: lr_lambda of param group {group} returned "
+                        f"{f!r} ({type(f).__name__}) for epoch {sched.last_epoch}; expected a "
+                        f"number to multiply the learning rate by")
+    return f
+
+
 class _LambdaStateMixin:
     """state_dict keeps the __dict__ of callable objects (not of plain functions/lambdas)."""
 
@@ -258,8 +296,13 @@ class _LambdaStateMixin:
         return sd
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        _check_scheduler_state(self, state_dict)
         sd = dict(state_dict)
         fns = sd.pop("lr_lambdas")
+        if not isinstance(fns, (list, tuple)) or len(fns) != len(self.lr_lambdas):
+            got = len(fns) if isinstance(fns, (list, tuple)) else type(fns).__name__
+            raise ValueError(f"{type(self).__name__}.load_state_dict: the state dict holds "
+                             f"{got} lr_lambdas but the scheduler has {len(self.lr_lambdas)}")
         self.__dict__.update(sd)
         for f, saved in zip(self.lr_lambdas, fns):
             if saved is not None:
@@ -283,7 +326,8 @@ class LambdaLR(_LambdaStateMixin, LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[Any]:
-        return [base * f(self.last_epoch) for f, base in zip(self.lr_lambdas, self.base_lrs)]
+        return [base * _factor(self, i, f) for i, (f, base) in
+                enumerate(zip(self.lr_lambdas, self.base_lrs))]
 
 
 class MultiplicativeLR(_LambdaStateMixin, LRScheduler):
@@ -299,7 +343,8 @@ class MultiplicativeLR(_LambdaStateMixin, LRScheduler):
         if self._is_initial:
             return self._current()
         return [
-            g["lr"] * f(self.last_epoch) for f, g in zip(self.lr_lambdas, self.optimizer.param_groups)
+            g["lr"] * _factor(self, i, f)
+            for i, (f, g) in enumerate(zip(self.lr_lambdas, self.optimizer.param_groups))
         ]
 
 
@@ -496,8 +541,13 @@ class _CompositeStateMixin:
         return sd
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        _check_scheduler_state(self, state_dict)
         sd = dict(state_dict)
         subs = sd.pop("_schedulers")
+        if not isinstance(subs, (list, tuple)) or len(subs) != len(self._schedulers):
+            got = len(subs) if isinstance(subs, (list, tuple)) else type(subs).__name__
+            raise ValueError(f"{type(self).__name__}.load_state_dict: the state dict holds "
+                             f"{got} schedulers but this one chains {len(self._schedulers)}")
         self.__dict__.update(sd)
         for s, saved in zip(self._schedulers, subs):
             s.load_state_dict(saved)
@@ -682,6 +732,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.threshold_mode = threshold_mode
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        _check_scheduler_state(self, state_dict)
         self.__dict__.update(state_dict)
         self._init_is_better(self.mode, self.threshold, self.threshold_mode)
 

@@ -77,6 +77,11 @@ class _RequiredParameter:
 required = _RequiredParameter()
 
 
+# the on/off options of the optimizers (None: the optimizer's choice)
+_FLAGS = ("maximize", "nesterov", "amsgrad", "foreach", "fused", "capturable", "differentiable",
+          "decoupled_weight_decay")
+
+
 def _is_number(x: Any) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
@@ -227,9 +232,20 @@ class Optimizer:
         written -- a NaN lr would silently turn every parameter into NaN. Tensor values are
         not read (that would synchronize a device each step); negative numbers are left to the
         constructor (as PyTorch, a changed group may go negative on purpose)."""
+        name = type(self).__name__
+        for i, group in enumerate(self.param_groups):
+            for k in _FLAGS:
+                v = group.get(k)
+                # a str flag would be truthy ("no" turning maximize on) or reach a kernel that
+                # names only itself; ints (0/1) are taken as the bools they stand for
+                if v is None or isinstance(v, bool):
+                    continue
+                if not isinstance(v, numbers.Integral):
+                    raise TypeError(f"{name}.step: param group {i} has {k}={v!r} "
+                                    f"({type(v).__name__}); expected a bool")
+                group[k] = bool(v)
         if self._nonneg is None:
             return
-        name = type(self).__name__
         for i, group in enumerate(self.param_groups):
             for k in ("lr", *self._nonneg, *(("betas",) if self._has_betas else ())):
                 values = group.get(k)
@@ -248,8 +264,16 @@ class Optimizer:
     def _fail(self, what: str) -> None:
         raise ValueError(f"{type(self).__name__}: {what}")
 
+    def _need_number(self, key: str, value: Any) -> None:
+        # a str or None compared with 0.0 would raise a TypeError that names neither the
+        # optimizer nor the hyper-parameter
+        if not isinstance(value, (numbers.Real, Tensor)):
+            raise TypeError(f"{type(self).__name__}: {key} must be a number or a Tensor, got "
+                            f"{value!r} ({type(value).__name__})")
+
     def _check_lr(self, group: dict[str, Any]) -> None:
         lr = group["lr"]
+        self._need_number("lr", lr)
         if isinstance(lr, Tensor):
             if lr.numel() != 1:
                 self._fail(f"a Tensor lr must have one element, got shape {tuple(lr.shape)}")
@@ -259,6 +283,7 @@ class Optimizer:
 
     def _check_nonneg(self, group: dict[str, Any], *keys: str) -> None:
         for k in keys:
+            self._need_number(k, group[k])
             if not 0.0 <= group[k]:
                 self._fail(f"invalid {k} value {group[k]} (expected {k} >= 0)")
 
@@ -267,6 +292,7 @@ class Optimizer:
         if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
             self._fail(f"betas must be a pair (beta1, beta2), got {betas!r}")
         for i, b in enumerate(betas):
+            self._need_number(f"betas[{i}]", b)
             if not 0.0 <= b < 1.0:
                 self._fail(f"invalid beta parameter at index {i}: {b} (expected 0 <= beta < 1)")
 

@@ -62,6 +62,14 @@ class SGD(Optimizer):
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient."""
         loss = self._eval_closure(closure)
+        for i, group in enumerate(self.param_groups):
+            if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+                # changed since the constructor checked it (the fused kernel would refuse it
+                # naming only itself)
+                raise ValueError(
+                    f"SGD.step: param group {i} has nesterov=True but momentum="
+                    f"{group['momentum']} and dampening={group['dampening']}; Nesterov momentum "
+                    "requires a momentum > 0 and zero dampening")
         for group in self.param_groups:
             params = self._params_with_grad(group)
             grads = [_grad_of(p, self._name, group["weight_decay"]) for p in params]

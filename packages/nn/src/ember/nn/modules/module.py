@@ -307,7 +307,27 @@ class _BackwardHook:
                     f"{self.module._get_name()}: {what} must return None or a tuple of "
                     f"{len(packed)} {items}, but returned {res!r}"
                 )
-            packed = tuple(res)
+            res = tuple(res)
+            # checked here, where the hook's own name is known (the engine would name the
+            # wrapper it runs as)
+            hname = getattr(hook, "__name__", type(hook).__name__)
+            for i, (new, old) in enumerate(zip(res, packed)):
+                if new is None or old is None:
+                    if new is not None and not isinstance(new, Tensor):
+                        raise TypeError(
+                            f"{self.module._get_name()}: {what} '{hname}' returned an object of "
+                            f"type {type(new).__name__} at position {i}; expected a Tensor or None")
+                    continue
+                if not isinstance(new, Tensor):
+                    raise TypeError(
+                        f"{self.module._get_name()}: {what} '{hname}' returned an object of "
+                        f"type {type(new).__name__} at position {i}; expected a Tensor or None")
+                if tuple(new.shape) != tuple(old.shape) or new.dtype != old.dtype:
+                    raise RuntimeError(
+                        f"{self.module._get_name()}: {what} '{hname}' returned a gradient of "
+                        f"shape {tuple(new.shape)} and dtype {new.dtype} at position {i}, but "
+                        f"that gradient has shape {tuple(old.shape)} and dtype {old.dtype}")
+            packed = res
         return packed
 
     def _output_prehook(self, grad_outputs: tuple) -> tuple | None:
@@ -429,6 +449,58 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
         return super().__repr__()
 
     __str__ = __repr__
+
+
+_MODULE_TO_DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")
+
+
+def _parse_module_to(args: tuple, kwargs: dict) -> tuple[Any, Any]:
+    """(dtype, device) of a ``Module.to`` call, parsed as PyTorch's ``to`` overloads:
+    ``(device=None, dtype=None, non_blocking=False, copy=False)``, ``(dtype, non_blocking,
+    copy)`` and ``(tensor, non_blocking, copy)``, with ``memory_format`` by keyword."""
+    kw = dict(kwargs)
+    dtype = kw.pop("dtype", None)
+    device = kw.pop("device", None)
+    kw.pop("non_blocking", None)  # copies are synchronous here
+    kw.pop("copy", None)
+    fmt = kw.pop("memory_format", None)
+    if fmt is not None and not isinstance(fmt, ember.memory_format):
+        raise TypeError(f"Module.to(): memory_format must be an ember.memory_format, got "
+                        f"{type(fmt).__name__}")
+    if kw:
+        raise TypeError(f"Module.to() got unexpected keyword arguments {sorted(kw)}")
+
+    def bad() -> TypeError:
+        got = ", ".join(type(a).__name__ for a in args)
+        return TypeError(
+            f"Module.to() received an invalid combination of arguments - got ({got}), but "
+            f"expected one of: (device=None, dtype=None, non_blocking=False, copy=False), "
+            f"(dtype, non_blocking=False, copy=False), (tensor, non_blocking=False, copy=False)")
+
+    rest = list(args)
+    if rest and not isinstance(rest[0], bool):
+        a = rest.pop(0)
+        if isinstance(a, ember.dtype):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype, device = a.dtype, a.device
+        elif a is None or isinstance(a, (str, ember.device, int)):
+            device = a
+            if rest:  # (device, dtype, ...): a bool here would be taken for the dtype
+                if not (rest[0] is None or isinstance(rest[0], ember.dtype)):
+                    raise bad()
+                dtype = rest.pop(0)
+        else:
+            raise bad()
+    # what is left is non_blocking and copy, given positionally as bools
+    if len(rest) > 2 or not all(isinstance(a, bool) for a in rest) or \
+            (rest and len(args) == len(rest)):
+        raise bad()
+    if dtype is not None and (not isinstance(dtype, ember.dtype) or
+                              str(dtype).split(".")[-1] not in _MODULE_TO_DTYPES):
+        raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got "
+                        f"desired dtype={dtype}")
+    return dtype, device
 
 
 def _addindent(s: str, spaces: int) -> str:
@@ -979,35 +1051,19 @@ class Module:
         >>> ember.nn.Linear(2, 2).to(ember.float64).weight.dtype
         ember.float64
         """
-        dtype = kwargs.pop("dtype", None)
-        device = kwargs.pop("device", None)
-        kwargs.pop("non_blocking", None)
-        fmt = kwargs.pop("memory_format", None)
-        if fmt is not None and not isinstance(fmt, ember.memory_format):
-            raise TypeError(f"Module.to(): memory_format must be an ember.memory_format, got "
-                            f"{type(fmt).__name__}")
-        if kwargs:
-            raise TypeError(f"Module.to() got unexpected keyword arguments {sorted(kwargs)}")
-        for a in args:
-            if isinstance(a, ember.dtype):
-                dtype = a
-            elif isinstance(a, (str, ember.device)):
-                device = a
-            elif isinstance(a, Tensor):
-                dtype, device = a.dtype, a.device
-            elif isinstance(a, bool):  # non_blocking given positionally
-                continue
-            else:
-                raise TypeError(f"Module.to() received an invalid argument of type {type(a).__name__}")
-        if dtype is not None and dtype not in (ember.float16, ember.bfloat16, ember.float32, ember.float64):
-            raise TypeError(
-                f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}"
-            )
+        dtype, device = _parse_module_to(args, kwargs)
+        fmt = kwargs.get("memory_format")
+        if dtype is not None and dtype.is_complex:
+            warnings.warn(
+                "Complex modules are a new feature under active development whose design may "
+                "change, and some modules might not work as expected when using complex tensors "
+                "as parameters or buffers.", UserWarning, stacklevel=2)
 
         def convert(t: Tensor) -> Tensor:
             if device is not None:
                 t = t.to(device)
-            if dtype is not None and t.is_floating_point() and t.dtype != dtype:
+            if dtype is not None and (t.is_floating_point() or t.is_complex()) and \
+                    t.dtype != dtype:
                 t = t.to(dtype)
             # channels_last lays out the 4-d (channels_last_3d the 5-d) tensors; others stay
             if fmt is ember.channels_last and t.dim() == 4 or \
@@ -1038,7 +1094,13 @@ class Module:
         return self._cast_floating(ember.bfloat16)
 
     def type(self, dst_type: Any) -> Module:
-        """All parameters and buffers (not only floating ones) to ``dst_type``."""
+        """All parameters and buffers (not only floating ones) to ``dst_type``: a dtype or a
+        tensor type name such as ``"torch.DoubleTensor"``, as ``Tensor.type`` takes."""
+        if isinstance(dst_type, str):
+            return self._apply(lambda t: t.type(dst_type))
+        if not isinstance(dst_type, ember.dtype):
+            raise TypeError(f"Module.type(): dst_type must be an ember.dtype or a tensor type "
+                            f"name such as 'torch.DoubleTensor', got {type(dst_type).__name__}")
         return self._apply(lambda t: t.to(dst_type) if t.dtype != dst_type else t)
 
     def cpu(self) -> Module:

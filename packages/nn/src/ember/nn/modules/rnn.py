@@ -297,6 +297,7 @@ class RNNBase(Module):
                     raise TypeError(f"{name}: hx must be a tuple (h_0, c_0)")
                 h0, c0 = hx
             else:
+                _need_tensor_hx(name, hx)
                 h0, c0 = hx, None
             if unbatched:
                 want = (h_shape[0], h_shape[2])
@@ -513,6 +514,18 @@ class GRU(RNNBase):
         super().__init__("GRU", *args, **kwargs)
 
 
+class _HiddenStateTypeError(TypeError, AttributeError):
+    """A hidden state that is not a Tensor: a TypeError, and an AttributeError as PyTorch's
+    (which fails reading ``hx.dim``)."""
+
+
+def _need_tensor_hx(name: str, hx: Any) -> None:
+    if not isinstance(hx, Tensor):
+        raise _HiddenStateTypeError(
+            f"{name}: hx must be a Tensor h_0 (only an LSTM takes the pair (h_0, c_0)), got "
+            f"{type(hx).__name__}")
+
+
 class RNNCellBase(Module):
     """Parameters and input checks shared by the single-step cells."""
 
@@ -626,6 +639,8 @@ class RNNCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 1, device=device, dtype=dtype)
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
+        if hx is not None:
+            _need_tensor_hx(type(self).__name__, hx)
         input, hx = self._autocast_inputs(input, hx, f"rnn_{self.nonlinearity}_cell")
         x, unbatched = self._prepare(input, hx)
         h = self._zeros(x) if hx is None else (hx.unsqueeze(0) if unbatched else hx)
@@ -696,6 +711,8 @@ class GRUCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 3, device=device, dtype=dtype)
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
+        if hx is not None:
+            _need_tensor_hx(type(self).__name__, hx)
         input, hx = self._autocast_inputs(input, hx, "gru_cell")
         x, unbatched = self._prepare(input, hx)
         h = self._zeros(x) if hx is None else (hx.unsqueeze(0) if unbatched else hx)

@@ -42,6 +42,12 @@ def get_total_norm(
     norm_type = float(norm_type)
     if not ts:
         return ember.tensor(0.0)
+    for i, t in enumerate(ts):
+        # e.g. a .grad that is None: named, not an AttributeError (sparse gradients are not
+        # Tensor instances but have a norm)
+        if not (isinstance(t, Tensor) or hasattr(t, "norm")):
+            raise RuntimeError(f"get_total_norm: expected Tensors, but tensors[{i}] is "
+                               f"{type(t).__name__} (pass the gradients that are defined)")
     norms = [t.detach().norm(norm_type) for t in ts]
     dtype = norms[0].dtype
     stacked = ember.stack([n.to(dtype) for n in norms])

@@ -48,6 +48,15 @@ def fuse_conv_bn_weights(conv_w: Tensor, conv_b: Tensor | None, bn_rm: Tensor, b
     >>> w.flatten().tolist(), b.tolist()
     ([1.0, 1.0], [0.0, 0.0])
     """
+    ch = conv_w.shape[1 if transpose else 0] if conv_w.dim() > 1 else -1
+    if conv_w.dim() < 3 or bn_rm.numel() != ch:
+        # broadcasting would otherwise fold one statistic into every channel, or grow a
+        # one-channel convolution into several: a layer that computes something else
+        raise RuntimeError(
+            f"fuse_conv_bn_weights: the convolution weight of shape {tuple(conv_w.shape)} has "
+            f"{ch} output channels (dim {1 if transpose else 0}"
+            f"{', transpose=True' if transpose else ''}) but the batch norm has "
+            f"{bn_rm.numel()} running statistics; they must match")
     conv_weight_dtype = conv_w.dtype
     conv_bias_dtype = conv_b.dtype if conv_b is not None else conv_weight_dtype
     if conv_b is None:

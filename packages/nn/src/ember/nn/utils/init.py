@@ -19,7 +19,10 @@ def skip_init(module_cls: Any, *args: Any, **kwargs: Any) -> Any:
     ``device`` argument. ``device`` in ``kwargs`` says where the storage goes (default CPU)."""
     from ember.nn import Module
 
-    if not (isinstance(module_cls, type) and issubclass(module_cls, Module)):
+    if not isinstance(module_cls, type):  # as torch's issubclass(): a TypeError
+        raise TypeError(f"skip_init: expected a Module class, got an object of type "
+                        f"{type(module_cls).__name__}")
+    if not issubclass(module_cls, Module):
         raise RuntimeError(f"Expected a Module; got {module_cls}")
     if "device" not in inspect.signature(module_cls).parameters:
         raise RuntimeError("Module must support a 'device' arg to skip initialization")

@@ -96,6 +96,8 @@ class ParametrizationList(ModuleList):
         super().__init__(modules)
         self.unsafe = unsafe
         original_shape, original_dtype = tuple(original.shape), original.dtype
+        # the parametrized tensor's shape, which assignments must keep (unless unsafe)
+        self._parametrized_shape = original_shape
         with ember.no_grad():
             new: Any = original
             for module in reversed(list(self)):
@@ -157,6 +159,15 @@ class ParametrizationList(ModuleList):
     def right_inverse(self, value: Tensor) -> None:
         """Stores ``value`` by running the right inverses from the last parametrization back
         to the first (what ``module.<name> = value`` does)."""
+        want = getattr(self, "_parametrized_shape", None)
+        if not self.unsafe and want is not None and isinstance(value, Tensor) and \
+                tuple(value.shape) != want:
+            # the originals would silently take the new shape (a weight of shape (5,) in a
+            # Linear(3, 2)), and the module would fail later, far from the assignment
+            raise ValueError(
+                f"Assigning a tensor of shape {tuple(value.shape)} to a parametrized tensor of "
+                f"shape {want}: a parametrization registered without `unsafe=True` keeps its "
+                f"shape")
         with ember.no_grad():
             for module in reversed(list(self)):
                 if hasattr(module, "right_inverse"):
@@ -181,14 +192,18 @@ class ParametrizationList(ModuleList):
                         f"'right_inverse' must return a sequence of {self.ntensors} tensors, got "
                         f"{type(value).__name__}"
                     )
-                for i, item in enumerate(value):
+                for i, item in enumerate(value):  # all checked before any is written
                     original_i = getattr(self, f"original{i}")
+                    if not isinstance(item, Tensor):
+                        raise ValueError(f"Tensor {i} returned by `right_inverse` is a "
+                                         f"{type(item).__name__}, not a Tensor")
                     if item.dtype != original_i.dtype:
                         raise ValueError(
                             f"Tensor {i} returned by `right_inverse` has dtype {item.dtype} "
                             f"while `original{i}` has dtype {original_i.dtype}"
                         )
-                    _set_in_place(original_i, item)
+                for i, item in enumerate(value):
+                    _set_in_place(getattr(self, f"original{i}"), item)
 
     def forward(self) -> Tensor:  # type: ignore[override]
         modules = list(self)
@@ -233,6 +248,11 @@ def _inject_property(module: Module, tensor_name: str) -> None:
     setattr(module.__class__, tensor_name, property(get_parametrized, set_original))
 
 
+class _NotAModuleError(TypeError, AttributeError):
+    """A parametrization that is not a Module: a TypeError, and an AttributeError as the one
+    PyTorch raises there."""
+
+
 def register_parametrization(
     module: Module, tensor_name: str, parametrization: Module, *, unsafe: bool = False
 ) -> Module:
@@ -244,6 +264,12 @@ def register_parametrization(
     The original parameter object is kept (optimizers holding it keep working) unless
     ``right_inverse`` returns several tensors, which become new parameters.
     """
+    if not isinstance(parametrization, Module):
+        # torch fails on parametrization.train with an AttributeError; say what is wrong
+        raise _NotAModuleError(
+            f"register_parametrization: the parametrization must be an nn.Module (with a forward "
+            f"and optionally a right_inverse), got {type(parametrization).__name__}; wrap a "
+            f"function in a Module whose forward calls it")
     parametrization.train(module.training)
     if is_parametrized(module, tensor_name):
         if not unsafe:

@@ -74,6 +74,46 @@ class BasePruningMethod(ABC):
               **kwargs: Any) -> BasePruningMethod:
         """Prunes ``module.<name>`` with a new instance of this method (combined with earlier
         pruning of the same parameter) and returns the hook that keeps it pruned."""
+        # Any failure below (a bad amount, importance scores or dim) leaves the module as it
+        # was: the parameters in their order (it is the order of parameters() and of the
+        # state dict) and the earlier pruning hook, without which the parameter would no
+        # longer follow name_orig * name_mask.
+        params_before = list(module._parameters.items())
+        hooks_before = list(module._forward_pre_hooks.items())
+        chains = [(h, h._pruning_methods) for _, h in hooks_before
+                  if isinstance(h, PruningContainer)]
+        try:
+            method, orig, old = cls._start(module, name, importance_scores, *args, **kwargs)
+            if old is None:
+                module.register_parameter(name + "_orig", orig)
+                del module._parameters[name]
+                default_mask = ember.ones_like(orig)
+            else:
+                default_mask = getattr(module, name + "_mask").detach().clone()
+            scores = importance_scores if importance_scores is not None else orig
+            with ember.no_grad():
+                mask = method.compute_mask(scores, default_mask=default_mask)
+        except BaseException:
+            module._parameters.clear()
+            module._parameters.update(params_before)
+            module._forward_pre_hooks.clear()
+            module._forward_pre_hooks.update(hooks_before)
+            for h, methods in chains:  # without the method that failed
+                h._pruning_methods = methods
+            raise
+        if old is None:
+            module.register_buffer(name + "_mask", mask)
+        else:
+            module._buffers[name + "_mask"] = mask
+        setattr(module, name, method.apply_mask(module))
+        module.register_forward_pre_hook(method)
+        return method
+
+    @classmethod
+    def _start(cls, module: Any, name: str, importance_scores: Tensor | None, *args: Any,
+               **kwargs: Any) -> tuple[BasePruningMethod, Tensor, Any]:
+        """The new method (chained after an earlier pruning of ``name``, whose hook is taken
+        off the module), the tensor it prunes and the earlier hook (or None)."""
         old = None
         hooks_to_remove = []
         for k, hook in module._forward_pre_hooks.items():
@@ -94,29 +134,7 @@ class BasePruningMethod(ABC):
         if importance_scores is not None and tuple(importance_scores.shape) != tuple(orig.shape):
             raise ValueError(f"importance_scores should have the same shape as parameter {name} "
                              f"of {module}")
-        if old is None:
-            module.register_parameter(name + "_orig", orig)
-            del module._parameters[name]
-            default_mask = ember.ones_like(orig)
-        else:
-            default_mask = getattr(module, name + "_mask").detach().clone()
-        scores = importance_scores if importance_scores is not None else orig
-        try:
-            with ember.no_grad():
-                mask = method.compute_mask(scores, default_mask=default_mask)
-        except Exception:
-            if old is None:  # put the parameter back as it was
-                module.register_parameter(name, module._parameters.pop(name + "_orig"))
-            else:  # and the earlier pruning hook
-                module.register_forward_pre_hook(old)
-            raise
-        if old is None:
-            module.register_buffer(name + "_mask", mask)
-        else:
-            module._buffers[name + "_mask"] = mask
-        setattr(module, name, method.apply_mask(module))
-        module.register_forward_pre_hook(method)
-        return method
+        return method, orig, old
 
     def prune(self, t: Tensor, default_mask: Tensor | None = None,
               importance_scores: Tensor | None = None) -> Tensor:
@@ -184,7 +202,7 @@ class PruningContainer(BasePruningMethod):
             partial = method.compute_mask(t[keep], default_mask=default_mask[keep])
             new_mask[keep] = partial.to(new_mask.dtype)
         elif kind == "structured":
-            dim = method.dim if method.dim >= 0 else t.ndim + method.dim
+            dim = _check_dim(type(method).__name__, method.dim, t)
             others = [d for d in range(t.ndim) if d != dim]
             alive = (default_mask.sum(others) != 0) if others else default_mask != 0
             idx = alive.nonzero().reshape(-1)
@@ -278,7 +296,7 @@ class RandomStructured(BasePruningMethod):
             raise ValueError(f"Structured pruning can only be applied to multidimensional "
                              f"tensors. Found tensor of shape {tuple(t.shape)} with {t.ndim} "
                              "dims")
-        n = t.shape[self.dim]
+        n = t.shape[_check_dim("RandomStructured", self.dim, t)]
         _validate_against_size(self.amount, n)
         k = _compute_nparams(self.amount, n)
         keep = ember.zeros(n, dtype=default_mask.dtype)
@@ -290,6 +308,18 @@ class RandomStructured(BasePruningMethod):
     def apply(cls, module: Any, name: str, amount: Any, dim: int = -1  # type: ignore[override]
               ) -> BasePruningMethod:
         return super().apply(module, name, amount=amount, dim=dim)
+
+
+def _check_dim(name: str, dim: Any, t: Tensor) -> int:
+    """``dim`` of ``t`` made non-negative; out of range is an IndexError naming the method
+    (a dim below -ndim would otherwise wrap around to another dim)."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{name}: dim must be an int, got {type(dim).__name__}")
+    if not -t.ndim <= dim < t.ndim:
+        raise IndexError(f"{name}: dim {dim} is out of range for a tensor of shape "
+                         f"{tuple(t.shape)} (expected to be in range of [{-t.ndim}, "
+                         f"{t.ndim - 1}])")
+    return dim % t.ndim
 
 
 def _along(v: Tensor, ndim: int, dim: int) -> Tensor:
@@ -314,7 +344,7 @@ class LnStructured(BasePruningMethod):
             raise ValueError(f"Structured pruning can only be applied to multidimensional "
                              f"tensors. Found tensor of shape {tuple(t.shape)} with {t.ndim} "
                              "dims")
-        dim = self.dim if self.dim >= 0 else t.ndim + self.dim
+        dim = _check_dim("LnStructured", self.dim, t)
         n_ch = t.shape[dim]
         _validate_against_size(self.amount, n_ch)
         k = _compute_nparams(self.amount, n_ch)

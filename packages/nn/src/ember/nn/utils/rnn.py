@@ -103,6 +103,9 @@ def _lengths_list(lengths: Tensor | Sequence[int]) -> list[int]:
             raise ValueError(
                 f"pack_padded_sequence: lengths must be a 1-D tensor, got shape {tuple(lengths.shape)}"
             )
+        if lengths.device.type == "meta":  # no values to read
+            raise RuntimeError("pack_padded_sequence: 'lengths' argument should be a 1D CPU "
+                               "int64 tensor, but got a tensor on the meta device")
         return [int(v) for v in lengths.tolist()]
     return [int(v) for v in lengths]
 
