@@ -7,15 +7,24 @@ is split again over the first dimension of its 2-D mesh), kept on the CPU with
 CPUOffloadPolicy, so ``model.parameters()``, the optimizer
 and the state dict see sharded DTensors, as in torch. Around the module's forward:
 
-- before it, each parameter's shards are all-gathered into a plain full-size ``nn.Parameter``
-  (the *unsharded* parameter, one object per parameter, reused every step, cast to
-  ``mp_policy.param_dtype``) that is registered on its module in the DTensor's place;
+- before it, the parameters' shards are all-gathered together (as torch's FSDPParamGroup: one
+  ``all_gather_into_tensor`` per fully_shard call, of each rank's pieces padded to
+  ceil(dim / world size) rows and packed in one buffer, viewed as bytes when their dtypes
+  differ, cast to ``mp_policy.param_dtype`` first) and copied out into plain full-size
+  ``nn.Parameter``s (the *unsharded* parameters, one object per parameter, reused every step)
+  that are registered on their modules in the DTensors' place;
 - after it (``reshard_after_forward``; by default every module but the root), the DTensors are
   registered again; autograd keeps the unsharded parameters the forward used;
-- in backward, when a gradient has been accumulated into an unsharded parameter, a hook
-  reduce-scatters it (in ``mp_policy.reduce_dtype``, averaged over the ranks) into the DTensor
-  parameter's ``.grad``; with ``set_requires_gradient_sync(False)`` the gradient instead stays in
-  the unsharded parameter, summing over backward passes, until the next synchronized one.
+- in backward, once every parameter the forward's output reached has its gradient accumulated
+  (ember's autograd has no end-of-backward callback: the parameters are found by walking the
+  graph after forward), the gradients are packed (padded as in the all-gather, in
+  ``mp_policy.reduce_dtype``) and reduce-scattered in one ``reduce_scatter_tensor`` (with HSDP
+  then all-reduced over the replicas), averaged over the ranks, into the DTensor parameters'
+  ``.grad``; with ``set_requires_gradient_sync(False)`` the gradients instead stay in the
+  unsharded parameters, summing over backward passes, until the next synchronized one. The
+  trainable parameters of one call must share a dtype (torch's AssertionError otherwise).
+  (A parameter the output reaches whose gradient never comes, an output left out of the loss,
+  holds back its group's reduce-scatter until the root's next forward.)
 
 Collectives run synchronously when needed, so prefetching settings are accepted and have no
 effect. A freed unsharded parameter keeps its memory until backward is done with it (ember
