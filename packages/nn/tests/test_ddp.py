@@ -138,6 +138,14 @@ class FakeGroup:
 
         return self._submit(tensor, compute, async_op)
 
+    def all_gather(self, tensors: list, tensor: ember.Tensor, group: Any = None,
+                   async_op: bool = False):
+        self.calls.append(("all_gather", tensor.numel(), str(tensor.dtype), async_op))
+        parts = self._gather(_to_numpy(tensor))
+        with ember.no_grad():
+            for t, part in zip(tensors, parts):
+                t.copy_(ember.from_numpy(np.ascontiguousarray(part)).reshape(t.shape))
+
     def broadcast(self, tensor: ember.Tensor, src: int, group: Any = None, async_op: bool = False):
         self.calls.append(("broadcast", tensor.numel(), str(tensor.dtype), async_op))
         data = _to_numpy(tensor)
@@ -150,6 +158,7 @@ class FakeGroup:
         setter("get_global_rank", lambda group, group_rank: group_rank)
         setter("all_reduce", self.all_reduce)
         setter("broadcast", self.broadcast)
+        setter("all_gather", self.all_gather)
         if not hasattr(dist, "ReduceOp"):
             setter("ReduceOp", FakeReduceOp)
 
@@ -428,7 +437,8 @@ def test_buckets_fill_in_reverse_order_and_overlap_backward(fake_world1):
         lambda p: seen.append(sum(c[0] == "all_reduce" and c[3] for c in fake_world1.calls))
     )
     start = len([c for c in fake_world1.calls if c[0] == "all_reduce"])
-    assert start == 1  # the model check at construction
+    assert start == 0  # the model check at construction: an all-gather and a broadcast
+    assert [c[0] for c in fake_world1.calls] == ["all_gather", "broadcast", "broadcast"]
     ddp(ember.randn(3, 16)).sum().backward()
     assert seen and seen[0] >= 2
     reduces = [c for c in fake_world1.calls if c[0] == "all_reduce" and c[3]]
@@ -575,9 +585,44 @@ def _mismatch_rank(rank: int, world: int, g: FakeGroup) -> str:
 
 
 def test_different_models_on_the_ranks_are_reported():
+    # as torch: the rank whose parameter differs from rank 0's names it; rank 0 (torch's would
+    # fail later, in the broadcast of the parameters) names the rank that differs
     r0, r1 = run_ranks(_mismatch_rank, 2)
-    assert "the module differs across ranks" in r0 and "6 elements" in r0
-    assert "9 elements" in r1
+    assert r1 == ("[1]: params[0] in this process with sizes [3, 2] appears not to match sizes "
+                  "of the same param in process 0.")
+    assert r0 == ("DDP expects same model across all ranks, but the sizes or strides of the "
+                  "parameters of rank(s) [1] differ from those of rank 0")
+
+
+def _count_mismatch_rank(rank: int, world: int, g: FakeGroup) -> str:
+    try:
+        DDP(nn.Linear(2, 2, bias=rank == 0))
+    except RuntimeError as e:
+        return str(e)
+    return ""
+
+
+def test_different_parameter_counts_are_reported_on_every_rank():
+    r0, r1 = run_ranks(_count_mismatch_rank, 2)  # torch's messages
+    assert r0 == ("DDP expects same model across all ranks, but Rank 0 has 2 params, while "
+                  "rank 1 has inconsistent 1 params.")
+    assert r1 == ("DDP expects same model across all ranks, but Rank 1 has 1 params, while "
+                  "rank 0 has inconsistent 2 params.")
+
+
+def _startup_calls(rank: int, world: int, g: FakeGroup) -> list:
+    DDP(nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3)))
+    return [c[:3] for c in g.calls]
+
+
+def test_startup_collectives_are_torchs():
+    # torch 2.13: an all-gather of the parameter counts, a broadcast of rank 0's sizes and
+    # strides (Linear weight 3x3: 2 + 2, bias and BatchNorm weight and bias: 1 + 1 each), then
+    # the parameters and buffers broadcast
+    # (one flat buffer per dtype: 9 + 3 + 4 x 3 float32, and the int64 batch count)
+    r0, r1 = run_ranks(_startup_calls, 2)
+    assert r0 == r1 == [("all_gather", 3, "ember.int64"), ("broadcast", 10, "ember.int64"),
+                        ("broadcast", 24, "ember.float32"), ("broadcast", 1, "ember.int64")]
 
 
 def test_state_dict_and_module_access(fake_world1):

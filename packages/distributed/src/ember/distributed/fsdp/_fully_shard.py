@@ -7,15 +7,24 @@ is split again over the first dimension of its 2-D mesh), kept on the CPU with
 CPUOffloadPolicy, so ``model.parameters()``, the optimizer
 and the state dict see sharded DTensors, as in torch. Around the module's forward:
 
-- before it, each parameter's shards are all-gathered into a plain full-size ``nn.Parameter``
-  (the *unsharded* parameter, one object per parameter, reused every step, cast to
-  ``mp_policy.param_dtype``) that is registered on its module in the DTensor's place;
+- before it, the parameters' shards are all-gathered together (as torch's FSDPParamGroup: one
+  ``all_gather_into_tensor`` per fully_shard call, of each rank's pieces padded to
+  ceil(dim / world size) rows and packed in one buffer, viewed as bytes when their dtypes
+  differ, cast to ``mp_policy.param_dtype`` first) and copied out into plain full-size
+  ``nn.Parameter``s (the *unsharded* parameters, one object per parameter, reused every step)
+  that are registered on their modules in the DTensors' place;
 - after it (``reshard_after_forward``; by default every module but the root), the DTensors are
   registered again; autograd keeps the unsharded parameters the forward used;
-- in backward, when a gradient has been accumulated into an unsharded parameter, a hook
-  reduce-scatters it (in ``mp_policy.reduce_dtype``, averaged over the ranks) into the DTensor
-  parameter's ``.grad``; with ``set_requires_gradient_sync(False)`` the gradient instead stays in
-  the unsharded parameter, summing over backward passes, until the next synchronized one.
+- in backward, once every parameter the forward's output reached has its gradient accumulated
+  (ember's autograd has no end-of-backward callback: the parameters are found by walking the
+  graph after forward), the gradients are packed (padded as in the all-gather, in
+  ``mp_policy.reduce_dtype``) and reduce-scattered in one ``reduce_scatter_tensor`` (with HSDP
+  then all-reduced over the replicas), averaged over the ranks, into the DTensor parameters'
+  ``.grad``; with ``set_requires_gradient_sync(False)`` the gradients instead stay in the
+  unsharded parameters, summing over backward passes, until the next synchronized one. The
+  trainable parameters of one call must share a dtype (torch's AssertionError otherwise).
+  (A parameter the output reaches whose gradient never comes, an output left out of the loss,
+  holds back its group's reduce-scatter until the root's next forward.)
 
 Collectives run synchronously when needed, so prefetching settings are accepted and have no
 effect. A freed unsharded parameter keeps its memory until backward is done with it (ember
@@ -32,6 +41,7 @@ from typing import Any, Callable
 import ember
 import ember.distributed as dist
 from ember import nn
+from ember.distributed.tensor._dtensor import _chunk_sizes
 
 from .fully_sharded_data_parallel import _cast_inputs, _tensors_in
 
@@ -109,53 +119,152 @@ class _State:
         self.sync = True
         self.divide_factor: float | None = None
         self.is_root: bool | None = None
+        self.checked = False  # the trainable parameters' dtypes (at the first gather)
+        # backward: the parameters (by id) whose gradients the group waits for, and those in
+        self.expected: set[int] = set()
+        self.ready: dict[int, _Param] = {}
 
 
-def _gather(p: _Param) -> ember.Tensor:
-    """The parameter gathered over its FSDP ranks: a plain tensor, or the TP DTensor."""
-    from ember.distributed.tensor._dtensor import DTensor, _all_gather, _local_region, _Spec
+class _Slot:
+    """Where one parameter sits in its group's flat collective buffers: each rank contributes
+    ``rows`` rows (its piece padded to ceil(length / world), split dim moved first) of ``rest``
+    elements each, at element ``offset`` of its part of the buffer."""
+
+    def __init__(self, p: _Param, mesh: Any, length: int) -> None:
+        lay = p.layout
+        self.p, self.mesh, self.dim, self.length = p, mesh, lay.dim, length
+        self.world = mesh.size(lay.shard_dim)
+        self.group = mesh.get_group(lay.shard_dim)
+        self.replicas = (mesh.get_group(lay.replicate_dim)
+                         if lay.replicate_dim is not None else None)
+        self.rows = -(-length // self.world) if length else 0
+        self.mine = _chunk_sizes(length, self.world)[mesh.get_local_rank(lay.shard_dim)]
+        self.offset = 0
+
+    def size(self, rest: tuple[int, ...]) -> int:
+        n = self.rows
+        for s in rest:
+            n *= s
+        return n
+
+    def padded(self, piece: ember.Tensor, rows: int) -> ember.Tensor:
+        """piece (split dim first) with zero rows appended up to rows, flattened."""
+        if piece.shape[0] < rows:
+            pad = list(piece.shape)
+            pad[0] = rows - piece.shape[0]
+            piece = ember.cat([piece, piece.new_zeros(pad)], 0)
+        return piece.contiguous().reshape(-1)
+
+
+def _first(t: ember.Tensor, dim: int) -> ember.Tensor:
+    """t with dim moved first (a split along dim becomes one along dim 0)."""
+    return t.transpose(0, dim) if dim else t
+
+
+def _buckets(slots: list[_Slot]) -> list[list[_Slot]]:
+    """The slots by process group, in first-seen order: one collective each (normally one)."""
+    out: dict[int, list[_Slot]] = {}
+    for s in slots:
+        out.setdefault(id(s.group), []).append(s)
+    return list(out.values())
+
+
+def _slot(p: _Param) -> _Slot:
+    from ember.distributed.tensor._dtensor import _local_region
 
     d, lay = p.sharded, p.layout
-    mesh = d._spec.mesh
-    piece = d._local_tensor
-    if lay.offload:  # to the device the collectives run on
-        piece = piece.to(mesh.device_type, non_blocking=True)
     if lay.tp is None:
-        return _all_gather(piece, lay.dim, d.shape[lay.dim], mesh, lay.shard_dim)
+        return _Slot(p, d._spec.mesh, d.shape[lay.dim])
     tp_mesh, tp_placement = lay.tp
-    length = _local_region(d.shape, tp_mesh, (tp_placement,))[1][0]
-    local = _all_gather(piece, 0, length, mesh, lay.shard_dim)
-    return DTensor(local, _Spec(tp_mesh, (tp_placement,), tuple(d.shape)))
+    return _Slot(p, d._spec.mesh, _local_region(d.shape, tp_mesh, (tp_placement,))[1][0])
 
 
-def _reduce_scatter(full: ember.Tensor, p: _Param, factor: float) -> ember.Tensor:
-    """This rank's rows (its part of dim `dim`) of the sum over the FSDP ranks of full (with
-    HSDP, summed over the replicas too), divided by factor."""
-    from ember.distributed.tensor._dtensor import _chunk_sizes
+def _gather_group(params: list[_Param], dtype: ember.dtype | None) -> list[ember.Tensor]:
+    """Every parameter gathered over its FSDP ranks (a plain tensor, or the TP DTensor), cast
+    to dtype (floating ones) before the collective: one all_gather_into_tensor per process
+    group (as torch's FSDPParamGroup), of the ranks' padded pieces packed in one buffer (viewed
+    as bytes when their dtypes differ)."""
+    from ember.distributed.tensor._dtensor import DTensor, _Spec
 
-    mesh, lay = p.sharded._spec.mesh, p.layout
-    if lay.dim != 0:  # split along dim 0 of the transposed gradient
-        full = full.transpose(0, lay.dim).contiguous()
-    m = lay.shard_dim
-    sizes = _chunk_sizes(full.shape[0], mesh.size(m))
-    top = max(sizes)
-    pieces = []
-    start = 0
-    for s in sizes:
-        piece = full.narrow(0, start, s)
-        if s < top:
-            pad = list(full.shape)
-            pad[0] = top - s
-            piece = ember.cat([piece, full.new_zeros(pad)], 0)
-        pieces.append(piece.contiguous())
-        start += s
-    out = ember.empty_like(pieces[0])
-    dist.reduce_scatter(out, pieces, group=mesh.get_group(m))
-    out = out.narrow(0, 0, sizes[mesh.get_local_rank(m)]).contiguous()
-    if lay.replicate_dim is not None:
-        dist.all_reduce(out, group=mesh.get_group(lay.replicate_dim))
-    out.div_(factor)
-    return out.transpose(0, lay.dim).contiguous() if lay.dim != 0 else out
+    pieces: list[ember.Tensor] = []
+    slots = [_slot(p) for p in params]
+    for p in params:
+        piece = p.sharded._local_tensor
+        if p.layout.offload:  # to the device the collectives run on
+            piece = piece.to(p.sharded._spec.mesh.device_type, non_blocking=True)
+        if dtype is not None and piece.is_floating_point():
+            piece = piece.to(dtype)
+        pieces.append(_first(piece, p.layout.dim))
+    full: dict[int, ember.Tensor] = {}
+    for bucket in _buckets(slots):
+        index = [slots.index(s) for s in bucket]
+        if bucket[0].world == 1:  # the piece is the whole: no collective (as torch)
+            for i in index:
+                full[i] = pieces[i]
+            continue
+        dtypes = {pieces[i].dtype for i in index}
+        as_bytes = len(dtypes) > 1
+        flat = []
+        for i in index:
+            f = slots[i].padded(pieces[i], slots[i].rows)
+            flat.append(f.view(ember.uint8) if as_bytes else f)
+        sizes = [f.numel() for f in flat]
+        inp = ember.cat(flat) if len(flat) > 1 else flat[0]
+        out = inp.new_empty((bucket[0].world * inp.numel(),))
+        dist.all_gather_into_tensor(out, inp, group=bucket[0].group)
+        out = out.view(bucket[0].world, inp.numel())
+        start = 0
+        for i, n in zip(index, sizes):
+            part = out.narrow(1, start, n).contiguous()
+            start += n
+            if as_bytes:
+                part = part.view(pieces[i].dtype)
+            rest = tuple(pieces[i].shape[1:])
+            full[i] = part.reshape((bucket[0].world * slots[i].rows,) + rest).narrow(
+                0, 0, slots[i].length)
+    result = []
+    for i, p in enumerate(params):
+        t = _first(full[i], p.layout.dim).contiguous()
+        if p.layout.tp is not None:
+            t = DTensor(t, _Spec(p.layout.tp[0], (p.layout.tp[1],), tuple(p.sharded.shape)))
+        result.append(t)
+    return result
+
+
+def _reduce_scatter_group(params: list[_Param], grads: list[ember.Tensor],
+                          factor: float) -> list[ember.Tensor]:
+    """Each rank's part (its rows of the split dim) of the gradients summed over the FSDP ranks
+    (with HSDP, then over the replicas: an all-reduce), divided by factor: one
+    reduce_scatter_tensor per process group of the gradients packed rank-major in one buffer
+    (each padded to a multiple of the world size along the split dim, as torch)."""
+    slots = [_slot(p) for p in params]
+    firsts = [_first(g, p.layout.dim) for p, g in zip(params, grads)]
+    out_parts: dict[int, ember.Tensor] = {}
+    for bucket in _buckets(slots):
+        index = [slots.index(s) for s in bucket]
+        world = bucket[0].world
+        cols = []
+        for i in index:
+            s = slots[i]
+            rest = tuple(firsts[i].shape[1:])
+            cols.append(s.padded(firsts[i], world * s.rows).reshape(world, s.size(rest)))
+        inp = (ember.cat(cols, 1) if len(cols) > 1 else cols[0]).contiguous()
+        if world > 1:
+            out = inp.new_empty((inp.shape[1],))
+            dist.reduce_scatter_tensor(out, inp.reshape(-1), group=bucket[0].group)
+        else:  # one rank: nothing to scatter (as torch)
+            out = inp.reshape(-1).clone()
+        if bucket[0].replicas is not None:
+            dist.all_reduce(out, group=bucket[0].replicas)
+        out.div_(factor)
+        start = 0
+        for i, c in zip(index, cols):
+            n = c.shape[1]
+            rest = tuple(firsts[i].shape[1:])
+            out_parts[i] = out.narrow(0, start, n).reshape((slots[i].rows,) + rest).narrow(
+                0, 0, slots[i].mine)
+            start += n
+    return [_first(out_parts[i], p.layout.dim).contiguous() for i, p in enumerate(params)]
 
 
 class FSDPModule:
@@ -221,14 +330,16 @@ class FSDPModule:
 def _unshard(state: _State) -> None:
     # always gathered again: the optimizer changed the shards since the last time
     dtype = state.mp.param_dtype
+    for p in state.params:
+        now = p.owner._parameters.get(p.name)
+        if now is not p.sharded and now is not p.unsharded and hasattr(now, "_spec"):
+            p.sharded = now  # module._apply (model.double(), .to()) made a new DTensor
+    if not state.params:
+        return
+    if not state.checked:
+        _check_dtypes(state)
     with ember.no_grad():
-        for p in state.params:
-            now = p.owner._parameters.get(p.name)
-            if now is not p.sharded and now is not p.unsharded and hasattr(now, "_spec"):
-                p.sharded = now  # module._apply (model.double(), .to()) made a new DTensor
-            full = _gather(p)
-            if dtype is not None and full.is_floating_point():
-                full = full.to(dtype)
+        for p, full in zip(state.params, _gather_group(state.params, dtype)):
             if p.unsharded is not None and (p.unsharded.dtype != full.dtype
                                             or p.unsharded.device != full.device):
                 p.unsharded = None  # a new dtype or device: a new gathered parameter
@@ -236,12 +347,22 @@ def _unshard(state: _State) -> None:
                 p.unsharded = nn.Parameter(full, requires_grad=p.sharded.requires_grad)
                 if p.sharded.requires_grad:
                     p.unsharded.register_post_accumulate_grad_hook(
-                        lambda t, p=p, s=state: _reduce_grad(s, p))
+                        lambda t, p=p, s=state: _grad_ready(s, p))
             elif p.layout.tp is not None:  # a TP DTensor: its piece is its data
                 p.unsharded._local_tensor = full._local_tensor
             else:
                 p.unsharded.data = full
             p.register(p.unsharded)
+
+
+def _check_dtypes(state: _State) -> None:
+    """As torch's FSDPParamGroup: one reduce-scatter needs one gradient dtype, so the
+    trainable parameters of one fully_shard call must share their dtype."""
+    dtypes = {p.sharded.dtype for p in state.params if p.sharded.requires_grad}
+    if len(dtypes) > 1:
+        raise AssertionError(f"FSDP expects uniform original parameter dtype but got "
+                             f"{{{', '.join(sorted(str(d) for d in dtypes))}}}")
+    state.checked = True
 
 
 def _regather(state: _State) -> None:
@@ -255,34 +376,78 @@ def _reshard(state: _State) -> None:
         p.register(p.sharded)
 
 
-def _reduce_grad(state: _State, p: _Param) -> None:
-    """The unsharded parameter's gradient is complete: into the DTensor's gradient."""
-    from ember.distributed.tensor._dtensor import DTensor
-
-    g = p.unsharded.grad
-    if g is None:
-        return
-    if not state.sync:
+def _grad_ready(state: _State, p: _Param) -> None:
+    """p's unsharded gradient is complete; once every parameter of the group expected to get
+    one this backward has it, the group's gradients are reduce-scattered together."""
+    if p.unsharded.grad is None or not state.sync:
         return  # stays in the unsharded parameter, summing, until a synchronized backward
-    p.unsharded.grad = None
-    with ember.no_grad():
-        reduce_dtype = state.mp.reduce_dtype or g.dtype
-        world = state.mesh.size()
-        if p.layout.tp is not None:  # this rank's TP piece of the gradient
-            from ember.distributed.tensor._dtensor import _move
+    state.ready[id(p)] = p
+    if state.expected.issubset(state.ready):
+        _flush(state)
 
-            g = _move(g._local_tensor, g._spec, (p.layout.tp[1],))
-        local = _reduce_scatter(g.to(reduce_dtype), p, state.divide_factor or float(world))
-        local = local.to(p.sharded.dtype)
-        if p.layout.offload:  # the optimizer steps the shards on the CPU
-            local = local.to("cpu")
-        grad = DTensor(local, p.sharded._spec)
-        if p.sharded.grad is None:
-            p.sharded.grad = grad
-        else:
-            p.sharded.grad._local_tensor.add_(local)
-    if state.reshard_after_backward:
-        p.register(p.sharded)
+
+def _flush(state: _State) -> None:
+    """Reduce-scatters the gradients of the ready parameters (in registration order, the
+    same on every rank) into their DTensors' gradients."""
+    from ember.distributed.tensor._dtensor import DTensor, _move
+
+    params = [p for p in state.params
+              if id(p) in state.ready and p.unsharded is not None and p.unsharded.grad is not None]
+    state.ready = {}
+    state.expected = set()
+    if not params:
+        return
+    with ember.no_grad():
+        grads = []
+        for p in params:
+            g = p.unsharded.grad
+            p.unsharded.grad = None
+            if p.layout.tp is not None:  # this rank's TP piece of the gradient
+                g = _move(g._local_tensor, g._spec, (p.layout.tp[1],))
+            grads.append(g.to(state.mp.reduce_dtype or g.dtype))
+        factor = state.divide_factor or float(state.mesh.size())
+        for p, local in zip(params, _reduce_scatter_group(params, grads, factor)):
+            local = local.to(p.sharded.dtype)
+            if p.layout.offload:  # the optimizer steps the shards on the CPU
+                local = local.to("cpu")
+            if p.sharded.grad is None:
+                p.sharded.grad = DTensor(local, p.sharded._spec)
+            else:
+                p.sharded.grad._local_tensor.add_(local)
+    if state.reshard_after_backward:  # the whole group, unused parameters too (as torch)
+        _reshard(state)
+
+
+def _expect_grads(state: _State, output: Any) -> None:
+    """Adds the group's parameters that output's autograd graph reaches to those whose
+    gradients the next backward waits for before reduce-scattering (ember's autograd has no
+    end-of-backward callback: parameters a forward did not use must not be waited for)."""
+    from ember.nn.parallel.distributed import _grad_accumulator
+
+    want: dict[int, _Param] = {}
+    keep = []  # the accumulator nodes, alive so that their ids stay theirs
+    for p in state.params:
+        if p.unsharded is None or not p.unsharded.requires_grad or id(p) in state.expected:
+            continue
+        try:
+            node = _grad_accumulator(p.unsharded)
+        except Exception:  # noqa: BLE001  (no accumulator to find: wait for it anyway)
+            state.expected.add(id(p))
+            continue
+        keep.append(node)
+        want[id(node)] = p
+    stack = [t.grad_fn for t in _tensors_in(output) if t.grad_fn is not None]
+    seen: dict[int, Any] = {}  # the nodes kept alive too: a freed node's id is reused
+    while stack and want:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen[id(node)] = node
+        hit = want.pop(id(node), None)
+        if hit is not None:
+            state.expected.add(id(hit))
+        stack.extend(n for n, _ in node.next_functions if n is not None and id(n) not in seen)
+    del keep, seen
 
 
 def _pre_forward(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -290,6 +455,13 @@ def _pre_forward(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, d
     if state.is_root is None:  # the root: inside no other fully sharded module
         state.is_root = not any(m is not module and any(c is module for c in m.modules())
                                 for m in _all_fsdp_modules())
+    if state.is_root:  # a new iteration: what the last backward left is reduced now
+        for m in module.modules():
+            if isinstance(m, FSDPModule):
+                s = m._fsdp_state
+                if s.ready:
+                    _flush(s)
+                s.expected = set()
     _unshard(state)
     mp = state.mp
     if mp.param_dtype is not None and mp.cast_forward_inputs:
@@ -302,6 +474,8 @@ def _post_forward(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> 
     reshard = state.reshard_after_forward
     if reshard is None:
         reshard = not state.is_root
+    if ember.is_grad_enabled():
+        _expect_grads(state, output)
     if reshard or not ember.is_grad_enabled():
         _reshard(state)
         if ember.is_grad_enabled():

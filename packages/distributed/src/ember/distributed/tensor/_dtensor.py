@@ -545,7 +545,8 @@ def _pointwise_rule(c: _Call, m: int) -> Any:
             if not linear:
                 return None
             return pl, mine
-        return [mine if d is first else _aligned(mine, first.ndim, d) for d in c.ds], mine
+        size = first.shape[mine.dim] if isinstance(mine, Shard) else None
+        return [mine if d is first else _aligned(mine, first.ndim, d, size) for d in c.ds], mine
     if any(isinstance(p, Partial) for p in pl):
         if (c.name in ("add", "sub") and len(c.ds) == 2 and pl[0] == pl[1]
                 and _is_plain_sum(pl[0]) and "alpha" not in c.kwargs) or (
@@ -562,13 +563,14 @@ def _pointwise_rule(c: _Call, m: int) -> Any:
     return [_aligned(out, nd, d) for d in c.ds], out
 
 
-def _aligned(out: Placement, nd: int, d: DTensor) -> Placement:
+def _aligned(out: Placement, nd: int, d: DTensor, size: int | None = None) -> Placement:
     """The layout of operand d that gives this rank's piece of an nd-dim output laid out as
-    out: its own Shard along the same (broadcast-aligned) dim, unless it broadcasts there."""
+    out: its own Shard along the same (broadcast-aligned) dim, unless it broadcasts there
+    (size 1 where the output's size there, when known, is not 1)."""
     if not isinstance(out, Shard):
         return out if isinstance(out, Replicate) else Replicate()
     at = out.dim - (nd - d.ndim)
-    if at < 0 or d.shape[at] == 1:
+    if at < 0 or (d.shape[at] == 1 and size != 1):
         return Replicate()
     return dataclasses.replace(out, dim=at)
 

@@ -675,24 +675,58 @@ class DistributedDataParallel(Module):
         )
 
     def _verify_same_model_on_all_ranks(self) -> None:
-        """All ranks must hold the same parameters: compares their count and total size."""
+        """All ranks must hold the same parameters, as torch checks them: an all-gather of the
+        parameter counts (here also of a fingerprint of every size and stride, so that every
+        rank learns of a difference), then a broadcast of rank 0's sizes and strides, which
+        each rank compares with its own."""
         dist = _dist()
         params = list(self.module.parameters())
-        count, numel = len(params), sum(p.numel() for p in params)
-        stats = ember.tensor(
-            [count, numel, -count, -numel],
-            dtype=ember.int64,
-            device=params[0].device if params else "cpu",
-        )
-        dist.all_reduce(stats, op=dist.ReduceOp.MAX, group=self.process_group)
-        hi_c, hi_n, lo_c, lo_n = stats.tolist()
-        if (hi_c, hi_n, -lo_c, -lo_n) != (count, numel, count, numel):
+        meta: list[int] = []
+        for p in params:
+            meta += list(p.shape) + list(p.stride())
+        mod = (1 << 61) - 1
+        fingerprint = 0
+        for v in meta:
+            fingerprint = (fingerprint * 1000003 + v + 1) % mod
+        device = params[0].device if params else "cpu"
+        mine = ember.tensor([len(params), len(meta), fingerprint], dtype=ember.int64,
+                            device=device)
+        world = dist.get_world_size(self.process_group)
+        parts = [ember.empty_like(mine) for _ in range(world)]
+        dist.all_gather(parts, mine, group=self.process_group)
+        stats = [tuple(t.tolist()) for t in parts]
+        me = dist.get_rank(self.process_group)
+        for r, (count, _, _) in enumerate(stats):
+            if count != len(params):
+                raise RuntimeError(
+                    f"DDP expects same model across all ranks, but Rank {me} has {len(params)} "
+                    f"params, while rank {r} has inconsistent {count} params.")
+        if any(s[1] != len(meta) for s in stats):  # rank 0's list would not fit: stop here
             raise RuntimeError(
-                "DistributedDataParallel: the module differs across ranks: this rank "
-                f"(rank {dist.get_rank(self.process_group)}) has {count} parameters with {numel} "
-                f"elements, others have between {-lo_c} and {hi_c} parameters and between {-lo_n} "
-                f"and {hi_n} elements"
-            )
+                "DDP expects same model across all ranks, but the parameters' numbers of "
+                f"dimensions differ: this rank (rank {me}) has {[p.dim() for p in params]}, "
+                f"ranks {[r for r, s in enumerate(stats) if s[1] != len(meta)]} differ")
+        ref = ember.tensor(meta, dtype=ember.int64, device=device)
+        dist.broadcast(ref, self._src_rank(), group=self.process_group)
+        ref_meta = ref.tolist()
+        at = 0
+        for i, p in enumerate(params):
+            n = p.dim()
+            sizes, strides = ref_meta[at:at + n], ref_meta[at + n:at + 2 * n]
+            at += 2 * n
+            if sizes != list(p.shape):
+                raise RuntimeError(
+                    f"[{me}]: params[{i}] in this process with sizes {list(p.shape)} appears not "
+                    "to match sizes of the same param in process 0.")
+            if strides != list(p.stride()):
+                raise RuntimeError(
+                    f"params[{i}] in this process with sizes {list(p.shape)} appears not to "
+                    "match strides of the same param in process 0.")
+        differ = [r for r, s in enumerate(stats) if s != stats[0]]
+        if differ:  # this rank matches rank 0, but others do not (they raise the details)
+            raise RuntimeError(
+                f"DDP expects same model across all ranks, but the sizes or strides of the "
+                f"parameters of rank(s) {differ} differ from those of rank 0")
 
     def _sync_module_states(self, buffers: bool = True) -> None:
         tensors = [p.detach() for p in self.module.parameters()]
