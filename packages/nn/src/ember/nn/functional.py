@@ -2685,7 +2685,9 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                          size_average: bool | None = None, reduce: bool | None = None,
                          reduction: str = "mean") -> Tensor:
-    """``-w (t log p + (1 - t) log(1 - p))`` for probabilities p = input.
+    """``-w (t log p + (1 - t) log(1 - p))`` for probabilities p = input (each log clamped at
+    -100, ``log(1 - p)`` taken as ``log1p(-p)``, as torch). ``weight`` gets no gradient: one
+    that requires grad is an error while grad mode is on.
 
     >>> import ember
     >>> round(binary_cross_entropy(ember.tensor([0.5]), ember.tensor([1.0])).item(), 4)
@@ -2694,6 +2696,10 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("binary_cross_entropy", reduction)
     _check_same_size("binary_cross_entropy", input, target, strict=True)
+    if weight is not None and weight.requires_grad and ember.is_grad_enabled():
+        # as torch: the loss has no derivative for its weight (pass weight.detach())
+        raise RuntimeError("The function 'binary_cross_entropy' is not differentiable with respect "
+                           "to argument 'weight'. This input cannot have requires_grad True.")
     return _C.binary_cross_entropy(input, target, weight, reduction)
 
 
