@@ -182,12 +182,12 @@ inline Tensor binary_cross_entropy_backward_target(const Tensor& grad, const Ten
 inline Tensor binary_cross_entropy_jvp(const Tensor& self_t, const Tensor& target_t,
                                        const Tensor& self, const Tensor& target,
                                        const Tensor& weight, const std::string& reduction) {
-  Tensor r;
-  if (self_t) r = nn_detail::bce_grad_self(self_t, self, target, weight, "none");
-  if (target_t) {
-    Tensor t = nn_detail::bce_grad_target(target_t, self, weight, "none");
-    r = r ? add(r, TensorOrScalar(t)) : t;
-  }
+  // (as torch, a missing tangent counts as zeros: 0 * logit(0) makes the tangent at p = 0 NaN)
+  auto zeros = [](const Tensor& like) { return ops::zeros_like(like, std::nullopt, std::nullopt); };
+  Tensor r =
+      add(nn_detail::bce_grad_self(self_t ? self_t : zeros(self), self, target, weight, "none"),
+          TensorOrScalar(nn_detail::bce_grad_target(target_t ? target_t : zeros(target), self,
+                                                    weight, "none")));
   if (reduction == "mean") return ops::mean(r, std::nullopt, false, std::nullopt);
   if (reduction == "sum") return ops::sum(r, std::nullopt, false, std::nullopt);
   return r;

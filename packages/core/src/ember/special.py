@@ -259,7 +259,11 @@ class _XLogY(ember.autograd.Function):
             return None, None
         gx = gy = None
         if ctx.needs_input_grad[0]:
-            gx = grad * _xlogy_value((x != 0).to(x.dtype), y)
+            # xlogy(x != 0, y), written with differentiable ops (double backward reaches y);
+            # log reads 1 where x == 0 so its derivative there is no 0 * inf
+            nz = x != 0
+            log_y = ember.log(ember.where(nz, y, ember.ones_like(y)))
+            gx = grad * ember.where(nz, log_y, ember.where(ember.isnan(y), y, ember.zeros_like(y)))
         if ctx.needs_input_grad[1]:
             gy = grad * x / y
         return gx, gy
