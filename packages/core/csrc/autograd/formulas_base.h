@@ -65,23 +65,30 @@ inline Tensor gt0(const Tensor& a) {  // 1 where a > 0, else 0, in a's dtype
                         false);
 }
 
-// d/dself of self ** exponent.
+// d/dself of self ** exponent: grad * (e * self^(e - 1)), 0 where e == 0 (as torch: there
+// 0 * 0^-1 would be NaN at self == 0).
 inline Tensor pow_backward_self(const Tensor& grad, const Tensor& self, const TensorOrScalar& e) {
   if (!e.is_tensor()) {
     double x = e.scalar.to_double();
     if (x == 0.0) return ops::zeros_like(self, std::nullopt, std::nullopt);
     Tensor p = ops::pow(self, TensorOrScalar(Scalar(x - 1.0)), Tensor());
-    return mul(mul(grad, p), Scalar(x));
+    return mul(grad, TensorOrScalar(mul(p, Scalar(x))));
   }
   Tensor p = ops::pow(self, TensorOrScalar(sub(e.tensor, Scalar(int64_t(1)))), Tensor());
-  return mul(mul(grad, e.tensor), p);
+  Tensor g = mul(grad, TensorOrScalar(mul(e.tensor, TensorOrScalar(p))));
+  return ops::where(ops::eq(e.tensor, TensorOrScalar(Scalar(0.0)), Tensor()),
+                    TensorOrScalar(Scalar(0.0)), TensorOrScalar(g), Tensor());
 }
-// d/dexponent of self ** exponent = result * log(self) (0 where self == 0 and exponent >= 0).
-inline Tensor pow_backward_exponent(const Tensor& grad, const Tensor& self, const Tensor& result) {
-  Tensor lg = log(self);
+// d/dexponent of self ** exponent = grad * (result * log(self)), the factor 0 where self == 0 and
+// exponent >= 0 (as torch; 0^-1 = inf keeps its -inf derivative).
+inline Tensor pow_backward_exponent(const Tensor& grad, const Tensor& self,
+                                    const TensorOrScalar& exponent, const Tensor& result) {
+  Tensor d = mul(result, TensorOrScalar(log(self)));
   Tensor zero_base = ops::eq(self, TensorOrScalar(Scalar(int64_t(0))), Tensor());
-  Tensor g = mul(mul(grad, result), lg);
-  return ops::masked_fill(g, zero_base, TensorOrScalar(Scalar(0.0)));
+  Tensor cond =
+      ops::logical_and(zero_base, ops::ge(exponent.tensor, Scalar(0.0), Tensor()), Tensor());
+  d = ops::where(cond, TensorOrScalar(Scalar(0.0)), TensorOrScalar(d), Tensor());
+  return mul(grad, TensorOrScalar(d));
 }
 
 // Gradient of a reduction over `dim` (all dims when absent): grad broadcast back to self.

@@ -130,15 +130,35 @@ inline Tensor pow_backward_self_c(const Tensor& grad, const Tensor& self, const 
     return mul(grad, cj(mul(p, TensorOrScalar(e.scalar))));
   }
   Tensor p = ops::pow(self, TensorOrScalar(sub(e.tensor, Scalar(int64_t(1)))), Tensor());
-  return mul(grad, cj(mul(p, TensorOrScalar(e.tensor))));
+  Tensor g = mul(grad, cj(mul(e.tensor, TensorOrScalar(p))));
+  return ops::where(ops::eq(e.tensor, TensorOrScalar(Scalar(0.0)), Tensor()),
+                    TensorOrScalar(Scalar(0.0)), TensorOrScalar(g), Tensor());
 }
-// ... and for the exponent: grad * conj(result * log(self)) (0 where self == 0).
+// rpow (base ** self, base a number): grad * (result * log(base)), 0 where base == 0 and
+// self >= 0 (as torch's pow(Scalar, Tensor)).
+inline Tensor rpow_backward(const Tensor& grad, const Tensor& self, const Scalar& base,
+                            const Tensor& result) {
+  Tensor d = mul(result, Scalar(std::log(base.to_double())));
+  if (base.to_double() == 0.0)
+    d = ops::where(ops::ge(self, Scalar(0.0), Tensor()), TensorOrScalar(Scalar(0.0)),
+                   TensorOrScalar(d), Tensor());
+  return mul(grad, TensorOrScalar(d));
+}
+// ... and for the exponent: grad * conj(result * log(self)), the factor 0 where self == 0 and the
+// exponent is real and >= 0.
 inline Tensor pow_backward_exponent_c(const Tensor& grad, const Tensor& self,
-                                      const Tensor& result) {
-  if (!is_complex(result->dtype())) return pow_backward_exponent(grad, self, result);
-  Tensor g = mul(grad, cj(mul(result, TensorOrScalar(log(self)))));
-  Tensor zero_base = ops::eq(self, TensorOrScalar(Scalar(int64_t(0))), Tensor());
-  return ops::masked_fill(g, zero_base, TensorOrScalar(Scalar(0.0)));
+                                      const TensorOrScalar& exponent, const Tensor& result) {
+  if (!is_complex(result->dtype())) return pow_backward_exponent(grad, self, exponent, result);
+  const Tensor& e = exponent.tensor;
+  Tensor nonneg = is_complex(e->dtype())
+                      ? ops::logical_and(ops::eq(ops::imag(e), Scalar(0.0), Tensor()),
+                                         ops::ge(ops::real(e), Scalar(0.0), Tensor()), Tensor())
+                      : ops::ge(e, Scalar(0.0), Tensor());
+  Tensor cond = ops::logical_and(ops::eq(self, TensorOrScalar(Scalar(int64_t(0))), Tensor()),
+                                 nonneg, Tensor());
+  Tensor d = ops::where(cond, TensorOrScalar(Scalar(0.0)),
+                        TensorOrScalar(cj(mul(result, TensorOrScalar(log(self))))), Tensor());
+  return mul(grad, TensorOrScalar(d));
 }
 
 // angle: 0 for real inputs; grad * i z / |z|^2 (0 where z == 0) for complex z.

@@ -152,17 +152,32 @@ inline Tensor mod_backward_other(const Tensor& grad, const Tensor& self,
                                  const TensorOrScalar& other, const char* rounding) {
   return mul(neg(grad), ops::div(self, other, std::string(rounding), Tensor()));
 }
-// atan2(self, other): d/dself = other / r^2, d/dother = -self / r^2 (r^2 = self^2 + other^2);
-// 0 at the origin, as in PyTorch.
+// atan2(self, other): d/dself = other / r^2, d/dother = -self / r^2 (r^2 = self^2 + other^2),
+// with 1 / r^2 taken as 0 where r^2 is 0 (as torch: signed zeros at the origin, not NaN).
 inline Tensor atan2_backward(const Tensor& grad, const Tensor& self, const TensorOrScalar& other,
                              bool for_self) {
   Tensor r2 = other.is_tensor()
                   ? add(square(self), square(other.tensor))
                   : add(square(self), Scalar(other.scalar.to_double() * other.scalar.to_double()));
-  Tensor origin = eq0(r2);
-  Tensor r2_safe = ops::where(origin, TensorOrScalar(Scalar(1.0)), TensorOrScalar(r2), Tensor());
-  Tensor g = for_self ? div(mul(grad, other), r2_safe) : div(mul(neg(grad), self), r2_safe);
-  return ops::where(origin, TensorOrScalar(Scalar(0.0)), TensorOrScalar(g), Tensor());
+  Tensor recip = ops::where(eq0(r2), TensorOrScalar(Scalar(0.0)),
+                            TensorOrScalar(ops::reciprocal(r2, Tensor())), Tensor());
+  Tensor g = for_self ? mul(grad, other) : mul(grad, TensorOrScalar(neg(self)));
+  return mul(g, TensorOrScalar(recip));
+}
+// Forward mode, as torch: (-self * other_t + other * self_t) / r^2 over the tangents given (no
+// masking, so the origin gives NaN).
+inline Tensor atan2_jvp(const Tensor& self, const TensorOrScalar& other, const Tensor& self_t,
+                        const Tensor& other_t) {
+  Tensor num;
+  if (other_t) num = mul(neg(self), TensorOrScalar(other_t));
+  if (self_t) {
+    Tensor b = other.is_tensor() ? mul(other.tensor, TensorOrScalar(self_t)) : mul(self_t, other);
+    num = num ? add(num, TensorOrScalar(b)) : b;
+  }
+  Tensor r2 = other.is_tensor()
+                  ? add(square(self), square(other.tensor))
+                  : add(square(self), Scalar(other.scalar.to_double() * other.scalar.to_double()));
+  return div(num, TensorOrScalar(r2));
 }
 // maximum / minimum: the smaller (larger) side gets nothing, ties split the gradient in half,
 // NaN comparisons (neither < nor > nor ==) pass it to both sides, as in PyTorch.

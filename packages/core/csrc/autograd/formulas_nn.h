@@ -142,6 +142,57 @@ inline Tensor activation_derivative_grad(const Tensor& grad, const Tensor& x, co
 }
 
 // ---- losses ---------------------------------------------------------------------------------
+// binary_cross_entropy, as torch: d/dself = grad (p - t) / max((1 - p) p, 1e-12) * w and
+// d/dtarget = -grad logit(p) * w (each / numel for 'mean'), so a confident p of exactly 0 or 1
+// gives a finite (or zero) input gradient, where the clamped logs' own derivative is NaN.
+namespace nn_detail {
+inline Tensor bce_finish(Tensor g, const Tensor& self, const Tensor& weight,
+                         const std::string& reduction) {
+  if (weight) g = ops::mul(g, TensorOrScalar(weight), Tensor());
+  if (reduction == "mean")
+    g = ops::div(g, TensorOrScalar(Scalar(static_cast<double>(self->numel()))), std::nullopt,
+                 Tensor());
+  return g;
+}
+inline Tensor bce_grad_self(const Tensor& grad, const Tensor& self, const Tensor& target,
+                            const Tensor& weight, const std::string& reduction) {
+  Tensor denom = ops::clamp(ops::mul(one_minus(self), TensorOrScalar(self), Tensor()),
+                            TensorOrScalar(Scalar(1e-12)), TensorOrScalar(), Tensor());
+  Tensor g = ops::div(ops::mul(grad, TensorOrScalar(sub(self, TensorOrScalar(target))), Tensor()),
+                      TensorOrScalar(denom), std::nullopt, Tensor());
+  return bce_finish(g, self, weight, reduction);
+}
+inline Tensor bce_grad_target(const Tensor& grad, const Tensor& self, const Tensor& weight,
+                              const std::string& reduction) {
+  Tensor logit = log(div(self, TensorOrScalar(one_minus(self))));
+  return bce_finish(ops::mul(neg(logit), TensorOrScalar(grad), Tensor()), self, weight, reduction);
+}
+}  // namespace nn_detail
+inline Tensor binary_cross_entropy_backward_self(const Tensor& grad, const Tensor& self,
+                                                 const Tensor& target, const Tensor& weight,
+                                                 const std::string& reduction) {
+  return nn_detail::bce_grad_self(grad, self, target, weight, reduction);
+}
+inline Tensor binary_cross_entropy_backward_target(const Tensor& grad, const Tensor& self,
+                                                   const Tensor& weight,
+                                                   const std::string& reduction) {
+  return nn_detail::bce_grad_target(grad, self, weight, reduction);
+}
+// Forward mode: both inputs' terms unreduced, then the loss's reduction.
+inline Tensor binary_cross_entropy_jvp(const Tensor& self_t, const Tensor& target_t,
+                                       const Tensor& self, const Tensor& target,
+                                       const Tensor& weight, const std::string& reduction) {
+  // (as torch, a missing tangent counts as zeros: 0 * logit(0) makes the tangent at p = 0 NaN)
+  auto zeros = [](const Tensor& like) { return ops::zeros_like(like, std::nullopt, std::nullopt); };
+  Tensor r =
+      add(nn_detail::bce_grad_self(self_t ? self_t : zeros(self), self, target, weight, "none"),
+          TensorOrScalar(nn_detail::bce_grad_target(target_t ? target_t : zeros(target), self,
+                                                    weight, "none")));
+  if (reduction == "mean") return ops::mean(r, std::nullopt, false, std::nullopt);
+  if (reduction == "sum") return ops::sum(r, std::nullopt, false, std::nullopt);
+  return r;
+}
+
 inline Tensor nll_loss_backward_fn(const Tensor& grad, const Tensor& self, const Tensor& target,
                                    const Tensor& weight, const std::string& reduction,
                                    int64_t ignore_index) {

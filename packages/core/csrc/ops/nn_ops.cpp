@@ -360,10 +360,14 @@ Tensor binary_cross_entropy(const Tensor& self, const Tensor& target, const Tens
     EMBER_CHECK(!outside(self), op, ": all elements of input should be between 0 and 1");
     EMBER_CHECK(!outside(target), op, ": all elements of target should be between 0 and 1");
   }
+  // As torch: (t - 1) * max(log1p(-p), -100) - t * max(log(p), -100). log1p keeps the loss of
+  // a confident p = 1 - 1e-7 exact, and this order of terms gives torch's zeros: +0.0 for
+  // p = t = 0, -0.0 for p = t = 1.
   const TensorOrScalar floor(Scalar(-100.0)), none;
   Tensor log_p = ops::clamp(ops::log(self, Tensor()), floor, none, Tensor());
-  Tensor log_1mp = ops::clamp(ops::log(rsub1(self), Tensor()), floor, none, Tensor());
-  Tensor l = ops::neg(add(mul(target, log_p), mul(rsub1(target), log_1mp)), Tensor());
+  Tensor log_1mp =
+      ops::clamp(ops::log1p(ops::neg(self, Tensor()), Tensor()), floor, none, Tensor());
+  Tensor l = sub(mul(sub(target, kOne), log_1mp), mul(target, log_p));
   if (w) l = mul(l, w);
   return reduce(l, reduction, op);
 }

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from ember import _C
 from ember._C import Tensor
+from ember.autograd.function import Function as _Function
 
 
 def _shape(t: Tensor) -> tuple[int, ...]:
@@ -430,20 +431,11 @@ def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
     return logaddexp(input.to(dt) * math.log(2.0), other.to(dt) * math.log(2.0)) / math.log(2.0)
 
 
-def hypot(input: Tensor, other: Tensor) -> Tensor:
-    """``sqrt(input**2 + other**2)``, elementwise.
-
-    >>> import ember
-    >>> ember.hypot(ember.tensor([3.0]), ember.tensor([4.0])).tolist()
-    [5.0]
-    """
-    other = _as_tensor_like(other, input)
-    dt = _float_result_type(input, other)
-    if dt.is_complex:
-        return (input * input + other * other).sqrt()
+def _hypot_value(a: Tensor, b: Tensor, dt: Any) -> Tensor:
+    """hypot's value in dt (no autograd), computed in float64."""
     # squares of a wide float32 (or any half) value fit float64: one rounding at the end, no
     # spurious overflow (torch gives hypot(1e30, 1) == 1e30 where x*x + y*y overflows)
-    a, b = input.to(_C.float64), other.to(_C.float64)
+    a, b = a.to(_C.float64), b.to(_C.float64)
     if dt is _C.float64:
         # scale by the larger magnitude so the squares cannot overflow
         big = _C.maximum(a.abs(), b.abs())
@@ -455,6 +447,53 @@ def hypot(input: Tensor, other: Tensor) -> Tensor:
     # an infinite leg makes the hypotenuse infinite even when the other one is NaN (C's hypot)
     r = _C.where(a.isinf() | b.isinf(), math.inf, r)
     return r.to(dt)
+
+
+class _Hypot(_Function):
+    """hypot with torch's derivatives: grad * x / r for either leg (NaN at the origin, 0 / 0)
+    and the tangent (x_t x + y_t y) / r over the legs that carry one."""
+
+    @staticmethod
+    def forward(ctx: Any, a: Tensor, b: Tensor) -> Tensor:
+        ctx.set_materialize_grads(False)
+        r = _hypot_value(a, b, a.dtype)
+        ctx.save_for_backward(a, b, r)
+        ctx.save_for_forward(a, b, r)
+        return r
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        a, b, r = ctx.saved_tensors
+        if grad is None:
+            return None, None
+        ga = grad * a / r if ctx.needs_input_grad[0] else None
+        gb = grad * b / r if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+    @staticmethod
+    def jvp(ctx: Any, ta: Tensor | None, tb: Tensor | None) -> Tensor:
+        a, b, r = ctx.saved_tensors
+        num = None if ta is None else ta * a
+        if tb is not None:
+            num = tb * b if num is None else num + tb * b
+        return num / r
+
+
+def hypot(input: Tensor, other: Tensor) -> Tensor:
+    """``sqrt(input**2 + other**2)``, elementwise.
+
+    >>> import ember
+    >>> ember.hypot(ember.tensor([3.0]), ember.tensor([4.0])).tolist()
+    [5.0]
+    """
+    other = _as_tensor_like(other, input)
+    dt = _float_result_type(input, other)
+    if dt.is_complex:
+        return (input * input + other * other).sqrt()
+    a, b = input.to(dt), other.to(dt)
+    if a.shape != b.shape:  # (only then: broadcast_tensors gives a tangent-less side zeros)
+        a, b = _C.broadcast_tensors([a, b])
+    return _Hypot.apply(a, b)
 
 
 def fmax(input: Tensor, other: Tensor) -> Tensor:

@@ -364,7 +364,10 @@ def _special_method(name: str, target: str, inplace: bool) -> Any:
     def method(self: Tensor, *args: Any) -> Tensor:
         from ember import special
 
-        out = getattr(special, target)(self, *args)
+        # in place, the function reads a copy: its backward may save the input, which the
+        # write below would otherwise invalidate (torch saves self's old value too)
+        src = self.clone() if inplace and self.requires_grad else self
+        out = getattr(special, target)(src, *args)
         if not inplace:
             return out
         # as every in-place op: a float result is not truncated into an integer self

@@ -161,13 +161,9 @@ def digamma(input: Tensor) -> Tensor:
     >>> ember.special.digamma(ember.tensor([0.0, -0.0])).tolist()
     [-inf, inf]
     """
-    x = _float(_tensor("digamma", input), "digamma")
-    r = _special.digamma(x)
-    with ember.no_grad():
-        zero = x.detach() == 0
-    if not bool(zero.any()):
-        return r
-    return ember.where(zero, ember.where(x.detach().signbit(), math.inf, -math.inf).to(r.dtype), r)
+    # the signed infinities at zero come from _special itself, so the gradient there is
+    # trigamma(0) = inf, as torch (a where() here would make it 0 * inf = NaN)
+    return _special.digamma(_float(_tensor("digamma", input), "digamma"))
 
 
 psi = digamma
@@ -231,10 +227,53 @@ def xlogy(input: Tensor | float, other: Tensor | float) -> Tensor:
     y = other if isinstance(other, Tensor) else _scalar_like(other, input)
     x = input if isinstance(input, Tensor) else _scalar_like(input, y)
     x, y = _promoted_floats("xlogy", x, y)
-    out = _special.xlogy(x, y)
-    out = ember.where(ember.isnan(y), y, out)
+    if x.shape != y.shape:  # (only then: broadcast_tensors gives a tangent-less side zeros)
+        x, y = ember.broadcast_tensors(x, y)
+    out = _XLogY.apply(x, y)
     half = _half_of_number_call(input, other)
     return out if half is None else out.to(half)
+
+
+def _xlogy_value(x: Tensor, y: Tensor) -> Tensor:
+    """x * log(y), 0 where x == 0, NaN where y is NaN (no autograd)."""
+    with ember.no_grad():
+        return ember.where(ember.isnan(y), y, _special.xlogy(x, y))
+
+
+class _XLogY(ember.autograd.Function):
+    """xlogy with torch's derivatives: d/dx = xlogy(x != 0, y) (0 at x == 0 unless y is NaN),
+    d/dy = x / y (NaN at x == y == 0); the tangent xlogy(x_t, y) (0 where x == 0 and y <= 0)
+    plus y_t x / y."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, y: Tensor) -> Tensor:
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(x, y)
+        ctx.save_for_forward(x, y)
+        return _xlogy_value(x, y)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        x, y = ctx.saved_tensors
+        if grad is None:
+            return None, None
+        gx = gy = None
+        if ctx.needs_input_grad[0]:
+            # xlogy(x != 0, y), written with differentiable ops (double backward reaches y);
+            # log reads 1 where x == 0 so its derivative there is no 0 * inf
+            nz = x != 0
+            log_y = ember.log(ember.where(nz, y, ember.ones_like(y)))
+            gx = grad * ember.where(nz, log_y, ember.where(ember.isnan(y), y, ember.zeros_like(y)))
+        if ctx.needs_input_grad[1]:
+            gy = grad * x / y
+        return gx, gy
+
+    @staticmethod
+    def jvp(ctx: Any, tx: Tensor | None, ty: Tensor | None) -> Tensor:
+        x, y = ctx.saved_tensors
+        t = _xlogy_value(ember.zeros_like(x) if tx is None else tx, y)
+        t = t.masked_fill((x == 0) & (y <= 0), 0.0)
+        return t if ty is None else t + ty * x / y
 
 
 def xlog1py(input: Tensor | float, other: Tensor | float) -> Tensor:

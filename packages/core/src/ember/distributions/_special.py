@@ -83,7 +83,8 @@ def _digamma_raw(x: Tensor) -> Tensor:
     refl = pos - math.pi / ember.tan(math.pi * (x - ember.round(x)))
     out = ember.where(small, refl, pos)
     out = ember.where(small & (x == ember.floor(x)), math.nan, out)
-    return ember.where(x == 0, -math.inf, out)
+    # at a zero, the infinity of the side its sign says: -inf at +0.0, inf at -0.0 (as torch)
+    return ember.where(x == 0, ember.where(x.signbit(), math.inf, -math.inf), out)
 
 
 def _trigamma_raw(x: Tensor) -> Tensor:
@@ -127,12 +128,18 @@ def _f64_function(name: str, raw: Callable[[Tensor], Tensor], derivative: type[F
         @staticmethod
         def forward(ctx, x: Tensor) -> Tensor:
             ctx.save_for_backward(x)
+            ctx.save_for_forward(x)
             return _in_f64(raw, x)
 
         @staticmethod
         def backward(ctx, grad: Tensor) -> Tensor:
             (x,) = ctx.saved_tensors
             return grad * derivative.apply(x)
+
+        @staticmethod
+        def jvp(ctx, t: Tensor) -> Tensor:
+            (x,) = ctx.saved_tensors
+            return t * derivative.apply(x)
 
     _Fn.__name__ = _Fn.__qualname__ = name
     return _Fn

@@ -83,16 +83,58 @@ def _unnormalize(coord: Tensor, size: int, align_corners: bool) -> Tensor:
     return ((coord + 1) * size - 1) / 2
 
 
+def _reflect_value(x: Tensor, low2: float, high2: float) -> tuple[Tensor, Tensor]:
+    """x reflected into [low2 / 2, high2 / 2] (bounds given doubled, as the reference does),
+    and the derivative (+-1, 0 for a one-pixel span), no autograd."""
+    with ember.no_grad():
+        if low2 == high2:
+            return ember.zeros_like(x), ember.zeros_like(x)
+        lo, span = low2 / 2, (high2 - low2) / 2
+        d = x - lo
+        mult = ember.where(d < 0, -1.0, 1.0).to(x.dtype)
+        d = d.abs()
+        flips = (d / span).floor()
+        extra = d - flips * span
+        even = ember.remainder(flips, 2) == 0
+        return ember.where(even, extra + lo, span - extra + lo), ember.where(even, mult, -mult)
+
+
+class _Reflect(ember.autograd.Function):
+    """Reflection padding of a coordinate whose backward multiplies the gradient by the
+    reflection's +-1 (0 for a one-pixel span), as PyTorch's sampler: zeros keep their sign."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, low2: float, high2: float) -> Tensor:
+        out, mult = _reflect_value(x, low2, high2)
+        ctx.save_for_backward(mult)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
+        (mult,) = ctx.saved_tensors
+        return grad * mult, None, None
+
+
 def _reflect(x: Tensor, low2: float, high2: float) -> Tensor:
     """x reflected into [low2 / 2, high2 / 2] (bounds given doubled, as the reference does)."""
-    if low2 == high2:
-        return ember.zeros_like(x)
-    lo, span = low2 / 2, (high2 - low2) / 2
-    x = (x - lo).abs()
-    flips = (x / span).floor()
-    extra = x - flips * span
-    even = ember.remainder(flips, 2) == 0
-    return ember.where(even, extra + lo, span - extra + lo)
+    if not x.requires_grad:
+        return _reflect_value(x, low2, high2)[0]
+    return _Reflect.apply(x, low2, high2)
+
+
+class _ClipGrad(ember.autograd.Function):
+    """The clipped coordinate c, with gradient grad * (0 < x < size - 1): a clipped location's
+    gradient is the incoming one times 0, so its zero keeps the incoming sign (PyTorch)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, c: Tensor, size: int) -> Tensor:
+        ctx.save_for_backward(((x > 0) & (x < size - 1)).to(x.dtype))
+        return c.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
+        (inside,) = ctx.saved_tensors
+        return grad * inside, None, None
 
 
 def _source_index(coord: Tensor, size: int, padding_mode: str, align_corners: bool,
@@ -109,11 +151,10 @@ def _clip(x: Tensor, size: int, nan_first: bool = False) -> Tensor:
     A NaN location (from a NaN or infinite grid value) lands where PyTorch's CPU kernels put it:
     on the first pixel in the vectorized 2-D kernel (``nan_first``: a SIMD max(NaN, 0) is 0),
     on the last in the scalar 3-D one (min(size - 1, max(NaN, 0)) loses both comparisons)."""
-    if not x.requires_grad:
+    with ember.no_grad():
         c = x.clamp(0, size - 1)
-    else:
-        c = ember.where((x > 0) & (x < size - 1), x, x.detach().clamp(0, size - 1))
-    return ember.where(x.isnan(), ember.full_like(c, 0 if nan_first else size - 1), c)
+        c = ember.where(x.isnan(), ember.full_like(c, 0 if nan_first else size - 1), c)
+    return _ClipGrad.apply(x, c, size) if x.requires_grad else c
 
 
 def _safe_index(ix: Tensor, size: int) -> Tensor:
@@ -183,7 +224,10 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
         volume *= d
     grid = grid.to(input.dtype)
     # source positions per spatial dim, in the input's order: grid's last component is x (W)
-    src = [_source_index(grid[..., nd - 1 - i], spatial[i], padding_mode, align_corners,
+    # (unbind, not one select per component: select's backward zero-fills the other components
+    # and the sum of those would turn a -0.0 gradient into +0.0)
+    comps = grid.unbind(-1)
+    src = [_source_index(comps[nd - 1 - i], spatial[i], padding_mode, align_corners,
                          nan_first=nd == 2) for i in range(nd)]
     flat = input.reshape(n, c, volume)
 
@@ -201,7 +245,9 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
             ic = _safe_index(ix, spatial[i])
             lin = ic if lin is None else lin * spatial[i] + ic
         vals = flat.gather(2, lin.reshape(n, 1, points).expand(n, c, points))
-        return vals.reshape(n, c, *out_sp) * inside_of(idx).unsqueeze(1).to(input.dtype)
+        # where, not a product with the mask: an outside negative value reads +0.0, as torch
+        vals = vals.reshape(n, c, *out_sp)
+        return ember.where(inside_of(idx).unsqueeze(1), vals, ember.zeros_like(vals))
 
     if mode == "bicubic":
         if nd != 2:

@@ -2693,7 +2693,9 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                          size_average: bool | None = None, reduce: bool | None = None,
                          reduction: str = "mean") -> Tensor:
-    """``-w (t log p + (1 - t) log(1 - p))`` for probabilities p = input.
+    """``-w (t log p + (1 - t) log(1 - p))`` for probabilities p = input (each log clamped at
+    -100, ``log(1 - p)`` taken as ``log1p(-p)``, as torch). ``weight`` gets no gradient: one
+    that requires grad is an error while grad mode is on.
 
     >>> import ember
     >>> round(binary_cross_entropy(ember.tensor([0.5]), ember.tensor([1.0])).item(), 4)
@@ -2702,60 +2704,11 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("binary_cross_entropy", reduction)
     _check_same_size("binary_cross_entropy", input, target, strict=True)
-    if ember.is_grad_enabled() and (input.requires_grad or target.requires_grad or (
-            weight is not None and weight.requires_grad)):
-        return _BinaryCrossEntropy.apply(input, target, weight, reduction)
+    if weight is not None and weight.requires_grad and ember.is_grad_enabled():
+        # as torch: the loss has no derivative for its weight (pass weight.detach())
+        raise RuntimeError("The function 'binary_cross_entropy' is not differentiable with respect "
+                           "to argument 'weight'. This input cannot have requires_grad True.")
     return _C.binary_cross_entropy(input, target, weight, reduction)
-
-
-class _BinaryCrossEntropy(ember.autograd.Function):
-    """binary_cross_entropy with PyTorch's gradients: d/dp = (p - t) / max(p (1 - p), 1e-12)
-    and d/dt = -logit(p), times the weight, over the numel for 'mean' (in PyTorch's order, so
-    the last bits agree). Differentiating the clamped logs instead gives 0 * inf = NaN where a
-    probability is exactly 0 or 1 (a saturated float32 sigmoid); PyTorch gives 0 where the
-    target agrees, else a large finite value."""
-
-    @staticmethod
-    def forward(ctx: Any, input: Tensor, target: Tensor, weight: Tensor | None,
-                reduction: str) -> Tensor:
-        ctx.save_for_backward(input, target, weight)
-        ctx.reduction = reduction
-        return _C.binary_cross_entropy(input, target, weight, reduction)
-
-    @staticmethod
-    def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor | None, ...]:
-        input, target, weight = ctx.saved_tensors
-        g = grad_out if ctx.reduction == "none" else grad_out.expand(input.shape)
-
-        def finish(t: Tensor) -> Tensor:
-            if weight is not None:
-                t = t * weight.to(input.dtype)
-            return t / input.numel() if ctx.reduction == "mean" else t
-
-        grad_input = grad_target = grad_weight = None
-        if ctx.needs_input_grad[0]:
-            # PyTorch's EPSILON is the float 1e-12, also for float64
-            grad_input = finish(g * (input - target) / (input * (1 - input)).clamp_min(_BCE_EPS))
-        if ctx.needs_input_grad[1]:
-            grad_target = finish(-ember.logit(input) * g)
-        if ctx.needs_input_grad[2]:  # PyTorch refuses a weight that requires grad; ember allows it
-            per = _C.binary_cross_entropy(input.detach(), target.detach(), None, "none")
-            gw = g * per
-            grad_weight = _sum_to_shape(gw / input.numel() if ctx.reduction == "mean" else gw,
-                                        weight.shape)
-        return grad_input, grad_target, grad_weight, None
-
-
-_BCE_EPS = 9.999999960041972e-13  # float32(1e-12)
-
-
-def _sum_to_shape(t: Tensor, shape: Sequence[int]) -> Tensor:
-    """Sums a broadcast gradient back to ``shape``."""
-    lead = t.ndim - len(shape)
-    if lead:
-        t = t.sum(tuple(range(lead)))
-    dims = tuple(i for i, n in enumerate(shape) if n == 1 and t.shape[i] != 1)
-    return t.sum(dims, keepdim=True) if dims else t
 
 
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
