@@ -1125,6 +1125,10 @@ def gen_binding(op: Op, kind: str) -> str:
             body = f"ops::{op.name}({', '.join(full)}); return self;"
         else:
             body = f'write_inplace(self, ops::{op.name}({", ".join(exprs)}), "{pyname}"); return self;'
+            # cumsum_(dtype=...): a dtype= other than self's would be cast back (torch refuses)
+            dt = [e for a, e in zip(args, exprs) if a.name == "dtype" and a.type == "ScalarType?"]
+            if dt:
+                body = f'check_inplace_dtype(self, {dt[0]}, "{pyname}"); ' + body
         ret_type = "Tensor"
     elif op.out and not op.native_out and op.tuple_return and kind == "function":
         # out=(values, indices): each result goes through write_outs (exact dtypes, the shared

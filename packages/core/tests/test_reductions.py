@@ -497,8 +497,10 @@ def test_errors():
         ember.empty(3, 0).max(1)
     with pytest.raises(IndexError, match=r"argmin\(\): Expected reduction dim 1 to have non-zero size"):
         ember.empty(3, 0).argmin(1)
+    with pytest.raises(RuntimeError, match=r"amax\(\): Expected reduction dim to be specified"):
+        e.amax()  # over every dim: torch's RuntimeError (fuzz s22), not the IndexError of one dim
     with pytest.raises(IndexError, match=r"amax\(\): Expected reduction dim 0 to have non-zero size"):
-        e.amax()
+        e.amax(0)
     with pytest.raises(RuntimeError, match="aminmax"):
         e.aminmax()
     with pytest.raises(IndexError, match=r"dimension out of range \(expected to be in range of \[-2, 1\], but got 2\)"):

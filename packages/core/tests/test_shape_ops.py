@@ -240,14 +240,17 @@ def test_tril_triu_inplace_and_out():
     base = ember.tensor(a)
     base.t().triu_(1)
     np.testing.assert_array_equal(np.asarray(base), np.triu(a.T, 1).T)
-    out = ember.empty(0, dtype=ember.float64)
+    out = ember.empty(0)
     r = ember.triu(ember.tensor(a), -1, out=out)
-    assert r is out and out.dtype == ember.float64
+    assert r is out and out.dtype == ember.float32
     np.testing.assert_array_equal(np.asarray(out), np.triu(a, -1))
+    # out= must have the input's dtype, as in torch (fuzz s22: no cast, not even a widening one)
+    with pytest.raises(RuntimeError, match="expected the out= tensor to have dtype float32"):
+        ember.triu(ember.tensor(a), -1, out=ember.empty(0, dtype=ember.float64))
     out = ember.empty(3, 3)
     ember.tril(ember.tensor(a), out=out)
     np.testing.assert_array_equal(np.asarray(out), np.tril(a))
-    with pytest.raises(RuntimeError, match="can't be cast"):
+    with pytest.raises(RuntimeError, match="expected the out= tensor to have dtype"):
         ember.tril(ember.tensor(a), out=ember.empty(3, 3, dtype=ember.int32))
     big = ember.ones(70, 300, 300)  # large enough to run in parallel
     t = big.tril(5)

@@ -61,36 +61,39 @@ EMBER_CU_UNARY_FLOAT(special_airy_ai)
 EMBER_CU_UNARY_FLOAT(special_spherical_bessel_j0)
 #undef EMBER_CU_UNARY_FLOAT
 
-// Ops that keep the input dtype. TYPES: which dtypes are accepted.
-#define EMBER_CU_UNARY_SAME(NAME, TYPES)                          \
+// Ops that keep the input dtype. TYPES: which dtypes are accepted. EXACT: whether an out= tensor
+// must have the input's dtype (PyTorch's rule for all but square and relu).
+#define EMBER_CU_UNARY_SAME(NAME, TYPES, EXACT)                   \
   Tensor NAME(const Tensor& self, const Tensor& out) {            \
     ElementwiseIterator it(#NAME);                                \
-    it.add_output(out).add_input(self).build();                   \
+    it.add_output(out).add_input(self);                           \
+    if (EXACT) it.exact_output_dtype();                           \
+    it.build();                                                   \
     run<Types::TYPES, void, 1>(it, #NAME, stateless(fn::NAME{})); \
     return it.output();                                           \
   }
-EMBER_CU_UNARY_SAME(neg, Numeric)
-EMBER_CU_UNARY_SAME(abs, Numeric)
-EMBER_CU_UNARY_SAME(sign, All)
-EMBER_CU_UNARY_SAME(sgn, All)  // real dtypes (complex CUDA tensors raise the dtype error)
-EMBER_CU_UNARY_SAME(square, Numeric)
+EMBER_CU_UNARY_SAME(neg, Numeric, true)
+EMBER_CU_UNARY_SAME(abs, Numeric, true)
+EMBER_CU_UNARY_SAME(sign, All, true)
+EMBER_CU_UNARY_SAME(sgn, All, true)  // real dtypes (complex CUDA tensors raise the dtype error)
+EMBER_CU_UNARY_SAME(square, Numeric, false)
 // torch squares a bool tensor as pow(x, 2): an int64 result (as the CPU kernel)
 Tensor square_any(const Tensor& self, const Tensor& out) {
   if (self->dtype() == ScalarType::Bool)
     return dispatch::pow(self, TensorOrScalar(Scalar(int64_t(2))), out);
   return square(self, out);
 }
-EMBER_CU_UNARY_SAME(relu, Numeric)
-EMBER_CU_UNARY_SAME(floor, Numeric)
-EMBER_CU_UNARY_SAME(ceil, Numeric)
-EMBER_CU_UNARY_SAME(trunc, Numeric)
-EMBER_CU_UNARY_SAME(frac, Float)
-EMBER_CU_UNARY_SAME(bitwise_not, Integral)
+EMBER_CU_UNARY_SAME(relu, Numeric, false)
+EMBER_CU_UNARY_SAME(floor, Numeric, true)
+EMBER_CU_UNARY_SAME(ceil, Numeric, true)
+EMBER_CU_UNARY_SAME(trunc, Numeric, true)
+EMBER_CU_UNARY_SAME(frac, Float, true)
+EMBER_CU_UNARY_SAME(bitwise_not, Integral, true)
 #undef EMBER_CU_UNARY_SAME
 
 Tensor round(const Tensor& self, int64_t decimals, const Tensor& out) {
   ElementwiseIterator it("round");
-  it.add_output(out).add_input(self).build();
+  it.add_output(out).add_input(self).exact_output_dtype().build();
   check_round_decimals(it.common_dtype(), self, decimals);
   const double scale = std::pow(10.0, static_cast<double>(decimals < 0 ? -decimals : decimals));
   run<Types::Numeric, void, 1>(it, "round", [&](auto) { return fn::round{scale, decimals}; });
@@ -114,7 +117,7 @@ EMBER_CU_PREDICATE(logical_not, All)
 Tensor nan_to_num(const Tensor& self, std::optional<double> nan, std::optional<double> posinf,
                   std::optional<double> neginf, const Tensor& out) {
   ElementwiseIterator it("nan_to_num");
-  it.add_output(out).add_input(self).build();
+  it.add_output(out).add_input(self).exact_output_dtype().build();
   const ScalarType st = it.dtype(0);
   const double big = st == ScalarType::Float16    ? 65504.0
                      : st == ScalarType::BFloat16 ? 3.3895313892515355e38

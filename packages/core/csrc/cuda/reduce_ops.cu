@@ -1183,10 +1183,12 @@ Tensor argmin(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
 }
 
 Tensor amax(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim) {
+  reduce::check_amax_dims(self, dim, "amax");
   return amax_impl(self, dim_mask(dim, self->dim(), "amax"), keepdim, true, "amax");
 }
 
 Tensor amin(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim) {
+  reduce::check_amax_dims(self, dim, "amin");
   return amax_impl(self, dim_mask(dim, self->dim(), "amin"), keepdim, false, "amin");
 }
 
@@ -1291,6 +1293,7 @@ Tensor cum_impl(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype
                 const char* op) {
   const int64_t d = wrap_dim(dim, self->dim(), op);
   const ScalarType ot = dtype ? *dtype : reduce::sum_dtype(self->dtype());
+  reduce::check_cum_dtype(ot, op);
   Tensor out = ember::empty(self->sizes(), ot, self->device());
   if (self->numel() == 0) return out;
   DeviceGuard guard(self->device().index);

@@ -151,6 +151,7 @@ Tensor gather_padded(const Tensor& self, const std::vector<std::vector<int64_t>>
 Tensor constant_pad_nd(const Tensor& self, const DimVector& pad, const Scalar& value) {
   const char* op = "constant_pad_nd";
   check_pad_list(self, pad, op);
+  pad_detail::check_pad_value(self, pad, value, op);
   const int64_t nd = self->dim(), np = pad.size() / 2;
   std::vector<std::vector<int64_t>> maps(nd);
   for (int64_t d = 0; d < nd; ++d) {

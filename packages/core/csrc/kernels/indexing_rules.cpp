@@ -251,7 +251,8 @@ void check_sorter_values(const int64_t* p, int64_t n, int64_t inner, const char*
 
 void check_bincount_args(const Tensor& self, const Tensor& weights, int64_t minlength,
                          const char* op) {
-  EMBER_CHECK_KIND(is_integral(self->dtype(), false), Type, op,
+  // PyTorch's NotImplementedError (no kernel for the dtype); still a TypeError as before
+  EMBER_CHECK_KIND(is_integral(self->dtype(), false), DtypeNotImplemented, op,
                    ": expected an integer tensor, but got ", dtype_name(self->dtype()));
   if (is_storage_type(self->dtype()))  // uint16/32/64: PyTorch has no kernel for them
     detail::fail(ErrorKind::DtypeNotImplemented, op, ": not implemented for dtype ",

@@ -168,6 +168,8 @@ TensorIterator& TensorIterator::build() {
             if (!ops_[j].is_scalar && ops_[j].tensor)
               check_no_partial_overlap(t, ops_[j].tensor, op_);
         if (t->dtype() != o.dtype) {
+          EMBER_CHECK(!exact_out_dtype_, op_, ": expected the out= tensor to have dtype ",
+                      dtype_name(o.dtype), " (the result's), but got ", dtype_name(t->dtype()));
           EMBER_CHECK(can_cast(o.dtype, t->dtype()), op_, ": result type ", dtype_name(o.dtype),
                       " can't be cast to the desired output type ", dtype_name(t->dtype()));
           o.compute = empty(shape_, o.dtype, device);

@@ -77,6 +77,13 @@ class TensorIterator {
     check_partial_overlap_ = true;
     return *this;
   }
+  // A given output must have exactly the result's dtype, not one it casts to: PyTorch's unary
+  // ops that keep their input's dtype (neg, abs, floor, ...) refuse any other out= dtype (an
+  // int16 neg written into int8 would wrap).
+  TensorIterator& exact_output_dtype() {
+    exact_out_dtype_ = true;
+    return *this;
+  }
   // Keep each input's own dtype (the loop converts); used by copy/cast.
   TensorIterator& no_casting() {
     cast_inputs_ = false;
@@ -175,7 +182,8 @@ class TensorIterator {
   std::optional<ScalarType> compute_dtype_, output_dtype_;
   ScalarType common_dtype_ = ScalarType::Float32;
   bool keep_layout_ = false, resize_outputs_ = true, int_to_float_ = false, cast_inputs_ = true,
-       allow_overlap_ = false, is_meta_ = false, check_partial_overlap_ = false;
+       allow_overlap_ = false, is_meta_ = false, check_partial_overlap_ = false,
+       exact_out_dtype_ = false;
 
  public:
   // Outputs computed into a temporary (dtype differs from out=) are copied back here.

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "kernels/iterator.h"
 
 namespace ember {
 namespace pad_detail {
@@ -112,6 +113,14 @@ inline void check_pad_list(const Tensor& self, const DimVector& pad, const char*
               ": padding length should be less than or equal to two times the input dimension "
               "but got padding length ",
               pad.size(), " and input of dimension ", self->dim());
+}
+
+// constant_pad_nd: a value that pads (some pad is positive) must fit self's dtype, as PyTorch's
+// fill of the result checks (1e6 into float16 was written as inf, 1000 into int8 wrapped).
+inline void check_pad_value(const Tensor& self, const DimVector& pad, const Scalar& value,
+                            const char* op) {
+  for (int64_t p : pad)
+    if (p > 0) return check_scalar_fits(value, self->dtype(), op);
 }
 
 // pad_backward: the padding fits input_size.

@@ -98,7 +98,8 @@ void check_where_condition(const Tensor& condition) {
 
 void check_lerp_dtypes(const Tensor& self, const Tensor& end) {
   const ScalarType dt = self->dtype();
-  EMBER_CHECK_KIND((is_floating(dt) || is_complex(dt)) && dt == end->dtype(), Type,
+  // NotImplementedError (and still a TypeError): PyTorch raises a RuntimeError kind here
+  EMBER_CHECK_KIND((is_floating(dt) || is_complex(dt)) && dt == end->dtype(), DtypeNotImplemented,
                    "lerp: expected self and end to have the same floating or complex dtype, got ",
                    dtype_name(self->dtype()), " and ", dtype_name(end->dtype()));
 }

@@ -50,6 +50,12 @@ void check_no_empty_reduced_dim(const Tensor& self, const std::vector<bool>& mas
                      " to have non-zero size.");
 }
 
+void check_amax_dims(const Tensor& self, const std::optional<DimVector>& dim, const char* op) {
+  EMBER_CHECK(self->numel() != 0 || (dim && !dim->empty()), op,
+              "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+              "reduction dim with the 'dim' argument.");
+}
+
 std::vector<bool> aminmax_mask(const Tensor& self, std::optional<int64_t> dim) {
   auto mask = dim_mask(dim, self->dim(), "aminmax");
   EMBER_CHECK(reduced_numel(self->sizes(), mask) != 0,
@@ -69,21 +75,25 @@ Tensor complex_nonzero_mask(const Tensor& self) {
 }
 
 void check_norm_dtype(const Tensor& self, std::optional<ScalarType> dtype) {
-  if (dtype) {
-    EMBER_CHECK(is_floating(*dtype) || is_complex(*dtype),
-                "linalg.vector_norm: dtype should be floating point or complex, but got ",
-                torch_type_name(*dtype));
-    EMBER_CHECK(!is_complex(self->dtype()) || is_complex(*dtype),
-                "linalg.vector_norm: dtype should be complex for complex inputs, but got ",
-                torch_type_name(*dtype));
-    EMBER_CHECK(is_complex(self->dtype()) || !is_complex(*dtype),
-                "linalg.vector_norm: dtype should be real for real inputs, but got ",
-                torch_type_name(*dtype));
-  } else {
-    EMBER_CHECK(is_floating(self->dtype()) || is_complex(self->dtype()),
-                "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
-                torch_type_name(self->dtype()));
-  }
+  // the input's dtype first: dtype= does not make an integer input acceptable (as PyTorch)
+  EMBER_CHECK(is_floating(self->dtype()) || is_complex(self->dtype()),
+              "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
+              torch_type_name(self->dtype()));
+  if (!dtype) return;
+  EMBER_CHECK(is_floating(*dtype) || is_complex(*dtype),
+              "linalg.vector_norm: dtype should be floating point or complex, but got ",
+              torch_type_name(*dtype));
+  EMBER_CHECK(!is_complex(self->dtype()) || is_complex(*dtype),
+              "linalg.vector_norm: dtype should be complex for complex inputs, but got ",
+              torch_type_name(*dtype));
+  EMBER_CHECK(is_complex(self->dtype()) || !is_complex(*dtype),
+              "linalg.vector_norm: dtype should be real for real inputs, but got ",
+              torch_type_name(*dtype));
+  // dtype= may widen, not narrow (float32 input rounded to float16 before the norm)
+  EMBER_CHECK(promote_types(self->dtype(), *dtype) == *dtype,
+              "linalg.vector_norm: the dtype of the input (", torch_type_name(self->dtype()),
+              ") should be convertible without narrowing to the specified dtype (",
+              torch_type_name(*dtype), ")");
 }
 
 NormKind norm_kind(const Tensor& x, const std::vector<bool>& mask, double p) {

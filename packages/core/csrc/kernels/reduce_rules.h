@@ -131,6 +131,13 @@ inline void check_sum_dtype_arg(std::optional<ScalarType> dtype, const char* op)
                  dtype_name(*dtype), " (supported: every real dtype but " EMBER_STORAGE_DTYPES ")");
 }
 
+// cumsum / cumprod: no bool scan (PyTorch has no kernel; a bool cumsum, dtype= or out=, was a
+// running "any").
+inline void check_cum_dtype(ScalarType ot, const char* op) {
+  if (ot == ScalarType::Bool)
+    detail::fail(ErrorKind::DtypeNotImplemented, op, ": not implemented for dtype bool");
+}
+
 // mean: the result dtype must be floating (`dtype`, else self's).
 void check_mean_dtype(const Tensor& self, std::optional<ScalarType> dtype);
 // nanmean: self must be floating, and so must dtype= (real: nansum has no complex kernel).
@@ -139,6 +146,9 @@ void check_nanmean_dtype(const Tensor& self, std::optional<ScalarType> dtype);
 void check_arg_reduction_dtype(const Tensor& self, const char* op);
 // amax / amin (and their aminmax): no reduced dim may be empty.
 void check_no_empty_reduced_dim(const Tensor& self, const std::vector<bool>& mask, const char* op);
+// amax / amin of an empty tensor over every dim (dim None or []): PyTorch's RuntimeError asking
+// for a dim, not the IndexError about one empty dim.
+void check_amax_dims(const Tensor& self, const std::optional<DimVector>& dim, const char* op);
 // aminmax: the reduced dims, refusing an empty reduction.
 std::vector<bool> aminmax_mask(const Tensor& self, std::optional<int64_t> dim);
 

@@ -7,7 +7,7 @@ namespace ember {
 DimVector multinomial_shape(const Tensor& self, int64_t num_samples, bool replacement) {
   EMBER_CHECK(self->dim() == 1 || self->dim() == 2,
               "multinomial: prob_dist must be 1 or 2 dim, got ", self->dim(), "-D");
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type,
+  EMBER_CHECK_KIND(is_floating(self->dtype()), DtypeNotImplemented,
                    "multinomial: only supports floating-point dtypes for input, got: ",
                    dtype_name(self->dtype()));
   EMBER_CHECK(num_samples > 0, "multinomial: cannot sample n_sample <= 0 samples (got ",

@@ -16,8 +16,9 @@ int64_t clamp_diagonal(int64_t d) {
 }
 
 void check_triangle_out(const Tensor& r, const Tensor& out, const Tensor& self, const char* op) {
-  EMBER_CHECK(can_cast(r->dtype(), out->dtype()), op, ": result type ", dtype_name(r->dtype()),
-              " can't be cast to the desired output type ", dtype_name(out->dtype()));
+  // the input's dtype exactly, as PyTorch (which casts no tril / triu result)
+  EMBER_CHECK(r->dtype() == out->dtype(), op, ": expected the out= tensor to have dtype ",
+              dtype_name(r->dtype()), " (the input's), but got ", dtype_name(out->dtype()));
   if (out->sizes() != r->sizes())
     EMBER_CHECK(out != self, op, "_: output with shape ", shape_str(out->sizes()),
                 " doesn't match the shape ", shape_str(r->sizes()));

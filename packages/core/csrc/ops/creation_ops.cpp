@@ -307,8 +307,8 @@ void check_std(const Tensor& std) {
     EMBER_CHECK(p[i] >= 0.0, "normal: expects all elements of std >= 0.0, but found ", p[i]);
 }
 ScalarType normal_dtype(ScalarType t) {
-  EMBER_CHECK_KIND(is_floating(t), Type, "normal: expected a floating-point mean and std, but got ",
-                   dtype_name(t));
+  EMBER_CHECK_KIND(is_floating(t), DtypeNotImplemented,
+                   "normal: expected a floating-point mean and std, but got ", dtype_name(t));
   return t;
 }
 }  // namespace

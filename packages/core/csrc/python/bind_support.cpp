@@ -277,11 +277,16 @@ Device parse_device(const std::string& s, std::optional<int64_t> index) {
   auto colon = s.find(':');
   if (colon != std::string::npos) {
     type = s.substr(0, colon);
-    try {
-      d.index = static_cast<int8_t>(std::stoi(s.substr(colon + 1)));
-    } catch (...) {
-      EMBER_FAIL(Runtime, "Invalid device string: '", s, "'");
-    }
+    // PyTorch's grammar: the index is plain digits without a leading zero ("cuda:-1", "cpu:+1",
+    // "cuda:01" and "cuda:1abc" are refused; std::stoi took them, -1 meaning no index at all)
+    const std::string digits = s.substr(colon + 1);
+    bool ok = !digits.empty() && digits.size() <= 3 && (digits.size() == 1 || digits[0] != '0');
+    for (char c : digits) ok = ok && c >= '0' && c <= '9';
+    EMBER_CHECK(ok, "Invalid device string: '", s, "'");
+    const int v = std::stoi(digits);
+    EMBER_CHECK(v <= 127, "Device index ", v, " in device string '", s,
+                "' is out of range (at most 127)");
+    d.index = static_cast<int8_t>(v);
   }
   const std::string pu1 = device_type_name(DeviceType::PrivateUse1);
   if (type == "cpu") {
@@ -296,7 +301,12 @@ Device parse_device(const std::string& s, std::optional<int64_t> index) {
     EMBER_FAIL(Runtime, "Expected one of cpu, cuda, meta, ", pu1,
                " device type at start of device string: ", s);
   }
-  if (index) d.index = static_cast<int8_t>(*index);
+  if (index) {
+    // an int8 index: 300 would wrap to 44, 128 to "no index"
+    EMBER_CHECK(*index >= 0, "Device index must not be negative");
+    EMBER_CHECK(*index <= 127, "Device index ", *index, " is out of range (at most 127)");
+    d.index = static_cast<int8_t>(*index);
+  }
   return d;
 }
 
@@ -380,6 +390,12 @@ void write_inplace(const Tensor& self, const Tensor& r, const char* op) {
               " can't be cast to the desired output type ", dtype_name(self->dtype()));
   check_no_internal_overlap(self, op);
   ops::copy_(self, r, false);
+}
+
+void check_inplace_dtype(const Tensor& self, std::optional<ScalarType> dtype, const char* op) {
+  EMBER_CHECK(!dtype || *dtype == self->dtype(), op, ": dtype=", dtype ? dtype_name(*dtype) : "",
+              " differs from the dtype of self (", dtype_name(self->dtype()),
+              "), which an in-place op writes its result into");
 }
 
 Scalar scalar_value(const Tensor& t) {

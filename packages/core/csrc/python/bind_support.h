@@ -66,6 +66,8 @@ void write_outs(const std::vector<Tensor>& out, std::initializer_list<Tensor> re
                 const char* op);
 // In-place form of a non-native op: `r` must have self's shape and be castable to its dtype.
 void write_inplace(const Tensor& self, const Tensor& r, const char* op);
+// An in-place op's dtype= (cumsum_, cumprod_) must be self's: the result is written into self.
+void check_inplace_dtype(const Tensor& self, std::optional<ScalarType> dtype, const char* op);
 
 // Reads an `int` argument as PyTorch's parser does: a Python int (not a bool), a NumPy integer
 // or a 0-dim integer (not bool) tensor; false for anything else (bool, float, str, None, other

@@ -302,7 +302,16 @@ Tensor tensor_from_data(py::handle data, std::optional<ScalarType> dtype) {
   }
   if (PyObject_CheckBuffer(data.ptr()) && !PyBytes_Check(data.ptr())) {
     Tensor src = tensor_from_buffer(data, /*share=*/true);
-    Tensor out = empty(src->sizes(), dtype.value_or(src->dtype()), src->device());
+    ScalarType dt = src->dtype();
+    // Only NumPy arrays and scalars keep their dtype. Other buffers (bytearray, array.array,
+    // memoryview) are sequences of Python numbers to PyTorch: int64 or the default float dtype
+    // (a bytearray was uint8, so that bytearray([200]) + 100 wrapped to 44).
+    if (!PyObject_HasAttrString(data.ptr(), "__array_interface__"))
+      dt = is_complex(dt)           ? to_complex(default_dtype())
+           : is_floating(dt)        ? default_dtype()
+           : dt == ScalarType::Bool ? ScalarType::Bool
+                                    : ScalarType::Int64;
+    Tensor out = empty(src->sizes(), dtype.value_or(dt), src->device());
     copy_into(out, src);
     return out;
   }

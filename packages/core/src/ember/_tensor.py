@@ -165,8 +165,14 @@ def _type_as(self: Tensor, other: Tensor) -> Tensor:
     return self._to_dtype(other.dtype)
 
 
-def _new_tensor(self: Tensor, data: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    return _C.tensor(data, dtype=dtype or self.dtype)
+def _new_tensor(self: Tensor, data: Any, dtype: Any = None, device: Any = None,
+                requires_grad: bool = False) -> Tensor:
+    # ember.tensor, not the raw binding: it walks any sequence (range, deque) as torch does;
+    # self's dtype and device unless given
+    from ember._legacy import tensor
+
+    return tensor(data, dtype=dtype or self.dtype,
+                  device=self.device if device is None else device, requires_grad=requires_grad)
 
 
 def _repr(self: Tensor) -> str:

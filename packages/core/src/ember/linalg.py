@@ -75,6 +75,16 @@ def _check_dtype_arg(op: str, dtype: Any) -> None:
                         f"{type(dtype).__name__}")
 
 
+def _check_no_narrowing(op: str, x: Any, dtype: Any) -> None:
+    """A norm's dtype= may widen the input, never narrow it (float32 input, dtype=float16 would
+    round the input before the norm), as torch."""
+    if (dtype is not None and isinstance(x, Tensor) and x.is_complex() == dtype.is_complex
+            and _C.promote_types(x.dtype, dtype) != dtype):
+        raise RuntimeError(f"{op}: the dtype of the input ({_dtype_name(x.dtype)}) should be "
+                           f"convertible without narrowing to the specified dtype "
+                           f"({_dtype_name(dtype)})")
+
+
 def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = None,
                 keepdim: bool = False, *, dtype: Any = None, out: Tensor | None = None) -> Tensor:
     """The vector ``ord``-norm of ``x`` over ``dim`` (all dims by default): inf and -inf the
@@ -86,11 +96,16 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
     [7.0]
     """
     _check_dtype_arg("linalg.vector_norm", dtype)
+    if isinstance(x, Tensor) and not (x.is_floating_point() or x.is_complex()):
+        # checked before dtype= converts it: an integer input is refused either way (torch)
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as "
+                           f"input. Got {_dtype_name(x.dtype)}")
     if dtype is not None:
         if isinstance(x, Tensor) and x.is_complex() != dtype.is_complex:
             want = "complex for complex" if x.is_complex() else "real for real"
             raise RuntimeError(f"linalg.vector_norm: dtype should be {want} inputs, but got "
                                f"{_dtype_name(dtype)}")
+        _check_no_narrowing("linalg.vector_norm", x, dtype)
         x = x.to(dtype)
     if x.is_complex():  # the norm of the absolute values (a real result)
         x = x.abs()
@@ -142,7 +157,11 @@ def matrix_norm(A: Tensor, ord: str | float = "fro", dim: tuple[int, int] = (-2,
     6.0
     """
     _check_dtype_arg("linalg.matrix_norm", dtype)
+    if isinstance(A, Tensor) and not (A.is_floating_point() or A.is_complex()):
+        raise RuntimeError(f"linalg.matrix_norm: Expected a floating point or complex tensor as "
+                           f"input. Got {_dtype_name(A.dtype)}")
     if dtype is not None:
+        _check_no_narrowing("linalg.matrix_norm", A, dtype)
         A = A.to(dtype)
     if A.ndim < 2:
         raise RuntimeError(f"linalg.matrix_norm: The input tensor A must have at least 2 "

@@ -17,9 +17,10 @@ namespace {
 // complex() and polar(): two real inputs of one floating dtype make a complex result.
 void check_parts(const Tensor& a, const Tensor& b, const char* op, const char* na, const char* nb) {
   const ScalarType ta = a->dtype(), tb = b->dtype();
-  EMBER_CHECK_KIND(ta == ScalarType::Float32 || ta == ScalarType::Float64, Type, op, ": expected ",
-                   na, " to be float32 or float64, but got ", dtype_name(ta));
-  EMBER_CHECK_KIND(ta == tb, Type, op, ": expected ", na, " and ", nb,
+  // PyTorch raises RuntimeError kinds: NotImplementedError here (and still a TypeError)
+  EMBER_CHECK_KIND(ta == ScalarType::Float32 || ta == ScalarType::Float64, DtypeNotImplemented, op,
+                   ": expected ", na, " to be float32 or float64, but got ", dtype_name(ta));
+  EMBER_CHECK_KIND(ta == tb, DtypeNotImplemented, op, ": expected ", na, " and ", nb,
                    " to have the same dtype, but got ", dtype_name(ta), " and ", dtype_name(tb));
 }
 
@@ -52,7 +53,7 @@ Tensor from_parts(const Tensor& a, const Tensor& b, const Tensor& out, const cha
 
 Tensor conj_physical(const Tensor& self, const Tensor& out) {
   ElementwiseIterator it("conj_physical");
-  it.add_output(out).add_input(self).build();
+  it.add_output(out).add_input(self).exact_output_dtype().build();
   if (EMBER_RUN_CVEC_SAME(it, conj)) return it.output();  // complex (complex_vec.h)
   EMBER_DISPATCH_ALL_AND_COMPLEX(it.dtype(1), "conj_physical", [&] {
     it.for_each([](char** d, const int64_t* s, int64_t n) {

@@ -178,6 +178,7 @@ namespace cpu {
 Tensor constant_pad_nd(const Tensor& self, const DimVector& pad, const Scalar& value) {
   const char* op = "constant_pad_nd";
   check_pad_list(self, pad, op);
+  pad_detail::check_pad_value(self, pad, value, op);
   int64_t nd = self->dim(), np = pad.size() / 2;
   DimVector out_sizes = self->sizes(), kept = self->sizes();
   int64_t out_off = 0, in_off = self->storage_offset();

@@ -356,21 +356,21 @@ A shift_right(A x, A y) {
 }  // namespace
 
 // Ops that keep the input dtype. TYPES: which dtypes are accepted.
-#define EMBER_UNARY_SAME(NAME, TYPES, EXPR)              \
-  Tensor NAME(const Tensor& self, const Tensor& out) {   \
-    ElementwiseIterator it(#NAME);                       \
-    it.add_output(out).add_input(self).build();          \
-    run<Types::TYPES, void, 1>(it, #NAME, [](auto tag) { \
-      using A = decltype(tag);                           \
-      return [](A x) -> A { return EXPR; };              \
-    });                                                  \
-    return it.output();                                  \
+#define EMBER_UNARY_SAME(NAME, TYPES, EXPR)                          \
+  Tensor NAME(const Tensor& self, const Tensor& out) {               \
+    ElementwiseIterator it(#NAME);                                   \
+    it.add_output(out).add_input(self).exact_output_dtype().build(); \
+    run<Types::TYPES, void, 1>(it, #NAME, [](auto tag) {             \
+      using A = decltype(tag);                                       \
+      return [](A x) -> A { return EXPR; };                          \
+    });                                                              \
+    return it.output();                                              \
   }
 
 // neg: float32 and float64 on the loops of pointwise_vec.h.
 Tensor neg(const Tensor& self, const Tensor& out) {
   ElementwiseIterator it("neg");
-  it.add_output(out).add_input(self).build();
+  it.add_output(out).add_input(self).exact_output_dtype().build();
   auto make = [](auto tag) {
     using A = decltype(tag);
     return [](A x) -> A { return -x; };
@@ -384,7 +384,7 @@ namespace {
 // abs: 0 - x, not -x, so that abs(-0.0) is +0.0 as in PyTorch.
 Tensor abs_real(const Tensor& self, const Tensor& out) {
   ElementwiseIterator it("abs");
-  it.add_output(out).add_input(self).build();
+  it.add_output(out).add_input(self).exact_output_dtype().build();
   auto make = [](auto tag) {
     using A = decltype(tag);
     return [](A x) -> A { return x <= A(0) ? A(A(0) - x) : x; };
@@ -401,7 +401,11 @@ Tensor abs(const Tensor& self, const Tensor& out) {
   if (!is_complex(self->dtype())) return abs_real(self, out);
   EMBER_CHECK(!(out && out == self), "abs_: in-place abs is not supported for complex tensors");
   ElementwiseIterator it("abs");
-  it.add_output(out).add_input(self).output_dtype(to_real(self->dtype())).build();
+  it.add_output(out)
+      .add_input(self)
+      .output_dtype(to_real(self->dtype()))
+      .exact_output_dtype()
+      .build();
   if (EMBER_RUN_CVEC_UNARY(it, float, double, abs, false)) return it.output();
   EMBER_DISPATCH_COMPLEX(it.dtype(1), "abs", [&] {
     using R = typename scalar_t::value_type;
@@ -417,7 +421,7 @@ Tensor sign(const Tensor& self, const Tensor& out) {
                    "Unlike NumPy, torch.sign is not intended to support complex numbers. Please "
                    "use torch.sgn instead.");
   ElementwiseIterator it("sign");
-  it.add_output(out).add_input(self).build();
+  it.add_output(out).add_input(self).exact_output_dtype().build();
   run<Types::All, void, 1>(it, "sign", [](auto tag) {
     using A = decltype(tag);
     return [](A x) -> A { return A((A(0) < x) - (x < A(0))); };
@@ -428,7 +432,7 @@ Tensor sign(const Tensor& self, const Tensor& out) {
 Tensor sgn(const Tensor& self, const Tensor& out) {
   if (!is_complex(self->dtype())) return sign(self, out);
   ElementwiseIterator it("sgn");
-  it.add_output(out).add_input(self).build();
+  it.add_output(out).add_input(self).exact_output_dtype().build();
   if (EMBER_RUN_CVEC_SAME(it, sgn)) return it.output();
   run<Types::FloatComplex, void, 1>(it, "sgn", [](auto tag) {
     using A = decltype(tag);
@@ -480,7 +484,7 @@ EMBER_UNARY_SAME(bitwise_not, Integral, bit_not(x))
 
 Tensor round(const Tensor& self, int64_t decimals, const Tensor& out) {
   ElementwiseIterator it("round");
-  it.add_output(out).add_input(self).build();
+  it.add_output(out).add_input(self).exact_output_dtype().build();
   check_round_decimals(it.common_dtype(), self, decimals);
   // PyTorch's rounding: in the op's math type (float for float, half and bfloat16, double for
   // double), x * 10^d (or x / 10^-d for negative d) to the nearest even integer, scaled back.
@@ -567,7 +571,7 @@ EMBER_PREDICATE_C(isfinite, x == x && !is_inf_value(x),
 Tensor nan_to_num(const Tensor& self, std::optional<double> nan, std::optional<double> posinf,
                   std::optional<double> neginf, const Tensor& out) {
   ElementwiseIterator it("nan_to_num");
-  it.add_output(out).add_input(self).build();
+  it.add_output(out).add_input(self).exact_output_dtype().build();
   // The largest finite value of the result's (real) dtype replaces inf by default.
   const ScalarType st = to_real(it.dtype(0));
   const double big = st == ScalarType::Float16    ? 65504.0

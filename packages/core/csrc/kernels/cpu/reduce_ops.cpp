@@ -900,10 +900,12 @@ Tensor argmin(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
 }
 
 Tensor amax(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim) {
+  reduce::check_amax_dims(self, dim, "amax");
   return amax_impl<true>(self, dim_mask(dim, self->dim(), "amax"), keepdim, "amax");
 }
 
 Tensor amin(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim) {
+  reduce::check_amax_dims(self, dim, "amin");
   return amax_impl<false>(self, dim_mask(dim, self->dim(), "amin"), keepdim, "amin");
 }
 
@@ -1112,6 +1114,7 @@ template <bool IsProd>
 Tensor cum_impl(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype, const char* op) {
   int64_t d = wrap_dim(dim, self->dim(), op);
   ScalarType ot = dtype ? *dtype : reduce::sum_dtype(self->dtype());
+  reduce::check_cum_dtype(ot, op);
   Tensor x = cast_to(self, ot);
   auto rows = reduce::dim_rows(x, d);
   Tensor out = ember::empty(x->sizes(), ot, x->device());
