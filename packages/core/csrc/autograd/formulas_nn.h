@@ -156,8 +156,10 @@ inline Tensor bce_finish(Tensor g, const Tensor& self, const Tensor& weight,
 }
 inline Tensor bce_grad_self(const Tensor& grad, const Tensor& self, const Tensor& target,
                             const Tensor& weight, const std::string& reduction) {
-  Tensor denom = ops::clamp(ops::mul(one_minus(self), TensorOrScalar(self), Tensor()),
-                            TensorOrScalar(Scalar(1e-12)), TensorOrScalar(), Tensor());
+  // torch's epsilon is the float 1e-12, in float64 too (the last bits of huge gradients show it)
+  Tensor denom =
+      ops::clamp(ops::mul(one_minus(self), TensorOrScalar(self), Tensor()),
+                 TensorOrScalar(Scalar(static_cast<double>(1e-12f))), TensorOrScalar(), Tensor());
   Tensor g = ops::div(ops::mul(grad, TensorOrScalar(sub(self, TensorOrScalar(target))), Tensor()),
                       TensorOrScalar(denom), std::nullopt, Tensor());
   return bce_finish(g, self, weight, reduction);
