@@ -13,9 +13,7 @@ same processes and must agree too (EMBER_FSDP_TORCH=0 leaves it out)."""
 from __future__ import annotations
 
 import functools
-import multiprocessing as mp
 import os
-import time
 import traceback
 from datetime import timedelta
 from typing import Any, Callable
@@ -24,6 +22,7 @@ import ember
 import ember.distributed as dist
 import numpy as np
 import pytest
+from dist_helpers import run_ranks
 from ember import nn
 from ember.distributed.fsdp import (
     CPUOffload,
@@ -686,34 +685,7 @@ def results(tmp_path_factory) -> list[dict]:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             torch_port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    conns, procs = [], []
-    for r in range(WORLD):
-        a, b = ctx.Pipe()
-        p = ctx.Process(target=_worker, args=(r, f"file://{tmp / 'store'}", torch_port, b),
-                        daemon=True)
-        p.start()
-        conns.append(a)
-        procs.append(p)
-    out, errors = [], []
-    deadline = time.monotonic() + TIMEOUT
-    try:
-        for r, c in enumerate(conns):
-            if not c.poll(max(0.0, deadline - time.monotonic())):
-                raise AssertionError(f"rank {r} did not finish within {TIMEOUT} s (a hang)")
-            status, value = c.recv()
-            if status == "err":
-                errors.append(f"rank {r}:\n{value}")
-            out.append(value)
-    finally:
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
-                p.join()
-    if errors:
-        raise AssertionError("\n".join(errors))
-    return out
+    return run_ranks(_worker, WORLD, (f"file://{tmp / 'store'}", torch_port), TIMEOUT)
 
 
 def _get(results: list[dict], name: str) -> list[Any]:

@@ -8,13 +8,12 @@ torch: compat_programs/fsdp2_comm_counts.py."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import time
 import traceback
 from datetime import timedelta
 
 import numpy as np
 import pytest
+from dist_helpers import run_ranks
 
 TIMEOUT = 240.0
 LR = 0.1
@@ -309,34 +308,7 @@ def results(tmp_path_factory) -> list[dict]:
         torch_init = f"file://{tmp / 'torch_store'}"
     except ImportError:
         torch_init = None
-    ctx = mp.get_context("spawn")
-    conns, procs = [], []
-    for r in range(2):
-        a, b = ctx.Pipe()
-        p = ctx.Process(target=_worker, args=(r, f"file://{tmp / 'store'}", torch_init, b),
-                        daemon=True)
-        p.start()
-        conns.append(a)
-        procs.append(p)
-    out, errors = [], []
-    deadline = time.monotonic() + TIMEOUT
-    try:
-        for r, c in enumerate(conns):
-            if not c.poll(max(0.0, deadline - time.monotonic())):
-                raise AssertionError(f"rank {r} did not finish within {TIMEOUT} s (a hang)")
-            status, value = c.recv()
-            if status != "ok":
-                errors.append(f"rank {r}:\n{value}")
-            out.append(value)
-    finally:
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
-                p.join()
-    if errors:
-        raise AssertionError("\n".join(errors))
-    return out
+    return run_ranks(_worker, 2, (f"file://{tmp / 'store'}", torch_init), TIMEOUT)
 
 
 AG, RS = "c10d._allgather_base_", "c10d._reduce_scatter_base_"

@@ -9,7 +9,6 @@ and bad group arguments raise clear errors."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import traceback
 from datetime import timedelta
@@ -19,6 +18,7 @@ import ember
 import ember.distributed as dist
 import numpy as np
 import pytest
+from dist_helpers import run_ranks
 from ember import nn
 
 WORLD = 4
@@ -124,27 +124,7 @@ def _worker(rank: int, init: str, conn: Any) -> None:
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory) -> list[dict]:
     tmp = tmp_path_factory.mktemp("fsdp_hybrid")
-    ctx = mp.get_context("spawn")
-    conns, procs = [], []
-    for r in range(WORLD):
-        a, b = ctx.Pipe()
-        p = ctx.Process(target=_worker, args=(r, f"file://{tmp / 'store'}", b), daemon=True)
-        p.start()
-        conns.append(a)
-        procs.append(p)
-    out = []
-    try:
-        for r, c in enumerate(conns):
-            assert c.poll(TIMEOUT), f"rank {r} did not finish within {TIMEOUT} s"
-            status, value = c.recv()
-            assert status == "ok", f"rank {r} failed:\n{value}"
-            out.append(value)
-    finally:
-        for p in procs:
-            p.join(5)
-            if p.is_alive():
-                p.kill()
-    return out
+    return run_ranks(_worker, WORLD, (f"file://{tmp / 'store'}",), TIMEOUT)
 
 
 CASES = [("mesh", "HYBRID_SHARD"), ("tuple", "HYBRID_SHARD"), ("env", "HYBRID_SHARD"),

@@ -10,9 +10,7 @@ same uneven schedule in the same processes."""
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import os
-import time
 import traceback
 from datetime import timedelta
 
@@ -20,6 +18,7 @@ import ember
 import ember.distributed as dist
 import numpy as np
 import pytest
+from dist_helpers import run_ranks
 from ember import nn
 from ember.distributed.algorithms.join import Join, Joinable, JoinHook
 from ember.nn.parallel import DistributedDataParallel as DDP
@@ -237,34 +236,7 @@ def results(tmp_path_factory) -> list[dict]:
         torch_init = f"file://{tmp / 'torch_store'}"
     except ImportError:
         torch_init = None
-    ctx = mp.get_context("spawn")
-    conns, procs = [], []
-    for r in range(2):
-        a, b = ctx.Pipe()
-        p = ctx.Process(target=_worker, args=(r, f"file://{tmp / 'store'}", torch_init, b),
-                        daemon=True)
-        p.start()
-        conns.append(a)
-        procs.append(p)
-    out, errors = [], []
-    deadline = time.monotonic() + TIMEOUT
-    try:
-        for r, c in enumerate(conns):
-            if not c.poll(max(0.0, deadline - time.monotonic())):
-                raise AssertionError(f"rank {r} did not finish within {TIMEOUT} s (a hang)")
-            status, value = c.recv()
-            if status != "ok":
-                errors.append(f"rank {r}:\n{value}")
-            out.append(value)
-    finally:
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
-                p.join()
-    if errors:
-        raise AssertionError("\n".join(errors))
-    return out
+    return run_ranks(_worker, 2, (f"file://{tmp / 'store'}", torch_init), TIMEOUT)
 
 
 def _hand_reference(name: str, start: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
