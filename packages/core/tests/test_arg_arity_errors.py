@@ -151,3 +151,45 @@ def test_type_errors_of_named_arguments_kept():
     kind, text = _outcome("x.unsqueeze(True)", ember)
     assert (kind, text.split(" (")[0]) == ("TypeError",
                                           "unsqueeze(): argument 'dim' must be int, not bool")
+
+
+# -- hand-written bindings: their parameters come from pybind11's docstrings --------------------
+
+HAND_WRITTEN = [
+    ("x.item(1)", r"item\(\) takes no arguments \(1 given\)"),
+    ("x.dim(1)", r"dim\(\) takes no arguments \(1 given\)"),
+    ("x.tolist(1)", r"tolist\(\) takes no arguments \(1 given\)"),
+    ("x.detach(1)", r"detach\(\) takes no arguments \(1 given\)"),
+    ("x.numel(2)", r"numel\(\) takes no arguments \(1 given\)"),
+    ("x.data_ptr(1)", r"data_ptr\(\) takes no arguments \(1 given\)"),
+    ("x.item(foo=1)", r"item\(\) got an unexpected keyword argument 'foo'"),
+    ("x.requires_grad_(1, 2)",
+     r"requires_grad_\(\) takes from 0 to 1 positional arguments but 2 were given"),
+    ("x.size(1, 2)", r"size\(\) received an invalid combination of arguments - got \(int, int\)"
+                     r", but expected one of:\n \* \(\)\n \* \(int\? dim\)"),
+    ("x.round(1, 2)", r"round\(\) takes from 0 to 1 positional arguments but 2 were given"),
+    ("M.promote_types(M.float32)",
+     r'promote_types\(\) missing 1 required positional arguments: "type2"'),
+    ("M.can_cast(1, 2)", r"can_cast\(\) received an invalid combination of arguments - got "
+                         r"\(int, int\), but expected \(ember\.dtype from_, ember\.dtype to\)"),
+]
+
+
+@pytest.mark.parametrize("code,pattern", HAND_WRITTEN, ids=[c for c, _ in HAND_WRITTEN])
+def test_hand_written_bindings(code, pattern):
+    kind, text = _outcome(code, ember)
+    assert kind == "TypeError", (kind, text)
+    assert re.search(pattern, text), text
+    assert "incompatible function arguments" not in text and "ember._C" not in text
+    if torch is not None:
+        assert _outcome(code, torch)[0] == "TypeError"
+
+
+def test_hand_written_bindings_still_work():
+    x = ember.arange(6.0).reshape(2, 3)
+    assert x.size(np.int64(1)) == 3 and x.stride(0) == 3 and x.size() == (2, 3)
+    assert x[1, 2].item() == 5.0 and x.numel() == 6 and x.dim() == 2
+    assert ember.promote_types(ember.int64, ember.float32) == ember.float32
+    assert ember.can_cast(from_=ember.float32, to=ember.int64) is False
+    assert x.round(decimals=np.int64(0)).tolist() == x.tolist()
+    assert x.requires_grad_(True).requires_grad and x.requires_grad_(requires_grad=False) is x

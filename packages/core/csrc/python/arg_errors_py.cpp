@@ -27,6 +27,7 @@ using Params = std::vector<Param>;
 
 Params parse_params(const std::string& text) {
   Params out;
+  if (text.empty()) return out;
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ';')) {
@@ -103,7 +104,7 @@ std::string arity_fault(const std::string& fn, const Params& params, const py::t
       m << max_pos;
     else
       m << "from " << min_pos << " to " << max_pos;
-    m << " positional argument" << (max_pos == 1 ? "" : "s") << " but " << n
+    m << " positional argument" << (max_pos == 1 && min_pos == max_pos ? "" : "s") << " but " << n
       << (n == 1 ? " was" : " were") << " given";
     return m.str();
   }
@@ -136,11 +137,13 @@ std::string arity_fault(const std::string& fn, const Params& params, const py::t
   return "";
 }
 
-[[noreturn]] void raise_arg_error(const std::string& name, const std::vector<const char*>& texts,
+[[noreturn]] void raise_arg_error(const std::string& name, const std::vector<std::string>& texts,
                                   const py::tuple& pos, const py::dict& kw) {
   const std::string fn = name + "()";
   std::vector<Params> specs;  // parsed here, on the error path, to keep `import ember` fast
-  for (const char* t : texts) specs.push_back(parse_params(t));
+  for (const std::string& t : texts) specs.push_back(parse_params(t));
+  if (specs.size() == 1 && specs[0].empty() && !pos.empty())  // as Python's own methods say it
+    throw py::type_error(fn + " takes no arguments (" + std::to_string(pos.size()) + " given)");
   for (auto item : kw) {  // a keyword no signature has (x.sum(0, out=y): methods take no out=)
     std::string key = py::str(item.first);
     bool known = false;
@@ -187,8 +190,100 @@ py::object unwrapped(py::object f) {
   return f;
 }
 
+// pybind11's spelling of a parameter type, in PyTorch's words: ember._C.Tensor -> Tensor,
+// typing.SupportsInt | typing.SupportsIndex -> int, int | None -> int?.
+std::string torch_type_name(std::string t) {
+  bool optional = false;
+  const std::string none = " | None";
+  if (t.size() > none.size() && t.compare(t.size() - none.size(), none.size(), none) == 0) {
+    t.resize(t.size() - none.size());
+    optional = true;
+  }
+  if (t == "ember._C.Tensor")
+    t = "Tensor";
+  else if (t.find("SupportsInt") != std::string::npos)
+    t = "int";
+  else if (t.find("SupportsFloat") != std::string::npos)
+    t = "float";
+  else if (t == "dtype" || t == "ember._C.dtype")
+    t = "ember.dtype";
+  else if (t.rfind("collections.abc.Sequence[", 0) == 0 || t.rfind("list[", 0) == 0)
+    t = t.find("int") != std::string::npos ? "tuple of ints" : "tuple";
+  return optional ? t + "?" : t;
+}
+
+// The parameters of one signature line of a pybind11 docstring ("size(self: ember._C.Tensor,
+// dim: int = 0) -> int") in kBindingSpecs' format; false for a line that is not one, or one
+// with *args / **kwargs (nothing to name).
+bool params_from_signature(const std::string& line, const std::string& name, bool method,
+                           std::string* out) {
+  if (line.rfind(name + "(", 0) != 0) return false;
+  std::vector<std::string> items;
+  int depth = 0;
+  std::string item;
+  size_t i = name.size() + 1;
+  for (; i < line.size(); ++i) {
+    char c = line[i];
+    if (depth == 0 && (c == ',' || c == ')')) {
+      size_t b = item.find_first_not_of(' ');
+      if (b != std::string::npos) items.push_back(item.substr(b));
+      item.clear();
+      if (c == ')') break;
+      continue;
+    }
+    if (c == '[' || c == '(') ++depth;
+    if (c == ']' || c == ')') --depth;
+    item += c;
+  }
+  if (i == line.size()) return false;
+  std::string text;
+  char kind = 'p';
+  for (size_t k = 0; k < items.size(); ++k) {
+    const std::string& it = items[k];
+    if (it == "*") {
+      kind = 'k';
+      continue;
+    }
+    if (it == "/") continue;
+    if (it[0] == '*') return false;
+    size_t colon = it.find(": ");
+    if (colon == std::string::npos) return false;
+    std::string pname = it.substr(0, colon), type = it.substr(colon + 2), def;
+    size_t eq = type.find(" = ");
+    if (eq != std::string::npos) {
+      def = "=" + type.substr(eq + 3);
+      type.resize(eq);
+    }
+    if (method && k == 0 && pname == "self") continue;
+    if (!text.empty()) text += ";";
+    text += std::string(1, kind) + "|" + torch_type_name(type) + "|" + pname + "|" + def;
+  }
+  *out = text;
+  return true;
+}
+
+// Every signature of a hand-written binding, read from pybind11's docstring (one line, or the
+// numbered lines after "Overloaded function."); empty when the docstring has none.
+std::vector<std::string> specs_from_docstring(const char* doc, const std::string& name,
+                                              bool method) {
+  std::vector<std::string> specs;
+  if (!doc) return specs;
+  std::stringstream ss(doc);
+  std::string line, params;
+  bool first = true;
+  while (std::getline(ss, line)) {
+    if (first && params_from_signature(line, name, method, &params)) return {params};
+    first = false;
+    size_t dot = line.find(". ");
+    if (dot != std::string::npos && dot > 0 && line.find_first_not_of("0123456789") == dot &&
+        params_from_signature(line.substr(dot + 2), name, method, &params))
+      specs.push_back(params);
+  }
+  return specs;
+}
+
 void install_arg_errors(py::module_ module, py::object tensor_class) {
-  std::map<std::pair<bool, std::string>, std::vector<const char*>> specs;
+  std::map<std::pair<bool, std::string>, std::vector<std::string>> specs;
   for (size_t i = 0; i < kNumBindingSpecs; ++i) {
     const BindingSpec& s = kBindingSpecs[i];
     specs[{s.method, s.name}].push_back(s.params);
@@ -199,11 +294,30 @@ void install_arg_errors(py::module_ module, py::object tensor_class) {
   // then fail for good on anything needing a conversion (a default None for a Generator*): those
   // keep their single overload (and sizes_from_args' own messages). One with no parameter at all
   // (x.exp()) has nothing to convert.
-  for (auto it = specs.begin(); it != specs.end();) {
-    const std::string params = it->second[0];
-    bool safe = params.empty() || (";" + params).find(";p|") != std::string::npos;
-    it = (it->second.size() == 1 && !safe) ? specs.erase(it) : std::next(it);
+  auto drop_unsafe = [&specs] {
+    for (auto it = specs.begin(); it != specs.end();) {
+      const std::string& params = it->second[0];
+      bool safe = params.empty() || (";" + params).find(";p|") != std::string::npos;
+      it = (it->second.size() == 1 && !safe) ? specs.erase(it) : std::next(it);
+    }
+  };
+  drop_unsafe();
+  // The hand-written bindings (x.item(), x.size(dim), ember.can_cast, ...), and those that
+  // replace a generated one (x.round(decimals)): their pybind11 docstrings give the parameters.
+  for (bool method : {false, true}) {
+    py::object owner = method ? tensor_class : py::object(module);
+    py::dict members(owner.attr("__dict__"));  // a class's is a mappingproxy: copied
+    for (auto item : members) {
+      std::string name = py::str(item.first);
+      if (name.empty() || name[0] == '_' || specs.count({method, name})) continue;
+      py::object f = unwrapped(py::reinterpret_borrow<py::object>(item.second));
+      if (!PyCFunction_Check(f.ptr())) continue;
+      auto found = specs_from_docstring(reinterpret_cast<PyCFunctionObject*>(f.ptr())->m_ml->ml_doc,
+                                        name, method);
+      if (!found.empty()) specs[{method, name}] = std::move(found);
+    }
   }
+  drop_unsafe();
   for (auto& [key, params] : specs) {
     const auto& [method, name] = key;
     py::object owner = method ? tensor_class : py::object(module);

@@ -65,9 +65,13 @@ void bind_dtypes(py::module_& m) {
       {"cfloat", ScalarType::Complex64}, {"cdouble", ScalarType::Complex128}};
   for (auto& [name, st] : aliases) m.attr(name) = py::handle(g_dtype_objects[static_cast<int>(st)]);
   m.def("get_default_dtype", [] { return default_dtype(); });
-  m.def("set_default_dtype", [](ScalarType t) { set_default_dtype(t); });
-  m.def("promote_types", [](ScalarType a, ScalarType b) { return promote_types(a, b); });
-  m.def("can_cast", [](ScalarType from, ScalarType to) { return can_cast(from, to); });
+  m.def("set_default_dtype", [](ScalarType t) { set_default_dtype(t); }, py::arg("d"));
+  m.def(
+      "promote_types", [](ScalarType a, ScalarType b) { return promote_types(a, b); },
+      py::arg("type1"), py::arg("type2"));
+  m.def(
+      "can_cast", [](ScalarType from, ScalarType to) { return can_cast(from, to); },
+      py::arg("from_"), py::arg("to"));
 }
 
 namespace {
@@ -190,7 +194,7 @@ void bind_generator(py::module_& m) {
         default_generator().manual_seed(seed);
         return default_generator();
       },
-      py::return_value_policy::reference);
+      py::arg("seed"), py::return_value_policy::reference);
   m.def("initial_seed", [] { return default_generator().initial_seed(); });
 }
 
@@ -279,7 +283,9 @@ void bind_memory(py::module_& m) {
   m.def("reset_peak_memory_stats", [] { cpu_allocator().reset_peak_stats(); });
   m.def("empty_cache", [] { cpu_allocator().empty_cache(); });
   m.def("memory_snapshot", [] { return snapshot_list(cpu_allocator().snapshot()); });
-  m.def("set_allocator_caching", [](bool on) { cpu_allocator().set_caching(on); });
+  m.def(
+      "set_allocator_caching", [](bool on) { cpu_allocator().set_caching(on); },
+      py::arg("enabled"));
   m.def("allocator_caching", [] { return cpu_allocator().caching(); });
 
   py::class_<TestAllocator>(m, "_TestCachingAllocator")
@@ -526,7 +532,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("get_num_threads", &get_num_threads);
   m.def("_set_sdp_backends", &set_sdp_backends, py::arg("math"), py::arg("fused"));
   m.def("_sdp_backends", [] { return py::make_tuple(sdp_math_enabled(), sdp_fused_enabled()); });
-  m.def("set_num_threads", &set_num_threads);
+  m.def("set_num_threads", &set_num_threads, py::arg("int"));  // torch's documented name
   m.def("_parallel_for_probe", &parallel_for_probe, py::arg("n"), py::arg("grain"),
         py::arg("throw_at") = -1, py::arg("nested") = false,
         py::call_guard<py::gil_scoped_release>());
