@@ -786,11 +786,31 @@ def _embedding_rule(c: _Call, m: int) -> Any:
     ip = ids._spec.placements[m] if isinstance(ids, DTensor) else Replicate()
     if wp == Shard(1) and isinstance(ip, Replicate):  # this rank's columns of every row
         out: Placement = Shard(ids.ndim)
+    elif wp == Shard(0) and isinstance(ip, Replicate):
+        # the vocabulary split: each rank looks up the ids in its rows, zeros for the others
+        # (_embedding_locally), and the pieces sum (torch's _MaskPartial)
+        out = Partial("sum")
     elif isinstance(wp, Replicate) and isinstance(ip, Shard):  # the rows of this rank's ids
         out, wp = ip, Replicate()
     else:
         return None
     return [wp if d is weight else ip for d in c.ds], out
+
+
+def _embedding_locally(c: _Call, local_args: tuple, local_kwargs: dict, outs: list[Any]) -> Any:
+    """embedding on the pieces; over the mesh dims that split the vocabulary (a Partial
+    output) each rank's ids are shifted to its rows, and the rows of ids it does not hold are
+    zeros."""
+    split = [m for m, o in enumerate(outs) if isinstance(o, Partial)]
+    if not split:
+        return c.func(*local_args, **local_kwargs)
+    weight, ids = local_args[0], local_args[1]
+    placements = [Shard(0) if m in split else Replicate() for m in range(c.mesh.ndim)]
+    offsets, sizes = _local_region(c.args[0].shape, c.mesh, placements)
+    shifted = ids - offsets[0]
+    outside = (shifted < 0) | (shifted >= sizes[0])
+    out = c.func(weight, shifted.masked_fill(outside, 0), *local_args[2:], **local_kwargs)
+    return out.masked_fill(outside.unsqueeze(-1), 0)
 
 
 def _embedding_backward_rule(c: _Call, m: int) -> Any:
@@ -985,7 +1005,8 @@ _RULES: dict[str, _Rule] = {
 }
 # how an op runs on the pieces when that is not the op itself
 _LOCAL_RUN: dict[str, Callable] = {"view": _reshape_locally, "reshape": _reshape_locally,
-                                   "_unsafe_view": _reshape_locally, "expand": _reshape_locally}
+                                   "_unsafe_view": _reshape_locally, "expand": _reshape_locally,
+                                   "embedding": _embedding_locally}
 # ops computed over the ranks by code of their own while a context is on (loss_parallel):
 # op name -> handler(call) returning the result, or None to go on as usual
 _SPECIAL: dict[str, Callable[[_Call], Any]] = {}

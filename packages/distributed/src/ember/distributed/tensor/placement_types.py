@@ -29,7 +29,8 @@ class Shard(Placement):
     def __repr__(self) -> str:
         return f"Shard(dim={self.dim})"
 
-    __str__ = __repr__
+    def __str__(self) -> str:  # torch's short form (S(0), R, P(sum)); repr is the long one
+        return f"S({self.dim})"
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,8 @@ class _StridedShard(Shard):
     def __repr__(self) -> str:
         return f"_StridedShard(dim={self.dim}, sf={self.split_factor})"
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return f"_S({self.dim}, {self.split_factor})"
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,8 @@ class Replicate(Placement):
     def __repr__(self) -> str:
         return "Replicate()"
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return "R"
 
 
 @dataclass(frozen=True)
@@ -61,4 +64,5 @@ class Partial(Placement):
     def __repr__(self) -> str:
         return f"Partial({self.reduce_op})"
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return f"P({self.reduce_op})"
