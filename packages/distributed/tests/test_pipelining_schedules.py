@@ -183,16 +183,19 @@ def _check_training(per_rank: list[dict], world: int, n_local: int, n: int) -> N
     assert seen == set(range(num))
 
 
-def _live_peaks(order: dict) -> dict[int, int]:
+def _live_peaks(order: dict, weight_step_frees: bool) -> dict[int, int]:
     """The most micro-batch activations alive at once on each rank by the action list: a
-    forward keeps them until the full backward or the weight step."""
+    forward keeps them until the full backward, and in a split backward until the weight
+    step (torch) or the input-gradient step (ember, whose input step does all the work)."""
+    frees = {"B": -1, "W" if weight_step_frees else "I": -1}
     peaks = {}
     for r, acts in order.items():
         live = peak = 0
         for a in acts:
             act = _Action.from_str(a) if a else None
             for c in (act.sub_actions or (act,)) if act else ():
-                live += {"F": 1, "B": -1, "W": -1}.get(c.computation_type.value, 0)
+                live += frees.get(c.computation_type.value, 0)
+                live += c.computation_type.value == "F"
                 peak = max(peak, live)
         peaks[int(r)] = peak
     return peaks
@@ -289,20 +292,28 @@ def test_orders_match_torch(cls_name):
 
 
 def test_activations_alive_stay_within_the_schedules_bound(ranks2, ranks4):
-    """Measured during the steps, and from the order (a forward keeps its activations until
-    the full backward or the weight step): interleaved 1F1B keeps at most its warm-up count
-    + 1 micro-batches' per rank ((stages per rank - 1) * micro-batches per round
+    """By the order (a forward keeps its activations until the full backward or the weight
+    step), each schedule's promise: interleaved 1F1B at most its warm-up count + 1
+    micro-batches per rank ((stages per rank - 1) * micro-batches per round
     + 2 * (ranks - 1 - rank) + 1), fewer than looped BFS (all of them); ZB1P one warm-up
     forward less per hop but rank weight steps deferred ((stages per rank - 1) * per round
-    + ranks); ZB-V 2 * ranks stage chunks (1F1B's memory), DualPipeV 2 * ranks + 1."""
+    + ranks); ZB-V 2 * ranks stage chunks (1F1B's memory), DualPipeV 2 * ranks + 1. Measured
+    during ember's steps: the same, or fewer where the input-gradient step frees them."""
     expected = {(2, "bfs"): [8, 8], (2, "interleaved"): [5, 3], (2, "interleaved_3"): [7, 5],
                 (2, "zb"): [4, 4], (2, "zbv"): [4, 4], (2, "dualpipev"): [5, 5],
                 (4, "interleaved"): [11, 9, 7, 5], (4, "zb"): [8, 8, 8, 8],
                 (4, "zbv"): [8, 8, 8, 8], (4, "dualpipev"): [9, 9, 9, 9]}
+    measured = {(2, "zb"): [4, 3], (2, "zbv"): [4, 4], (2, "dualpipev"): [5, 5],
+                (4, "zb"): [8, 7, 6, 5], (4, "zbv"): [8, 8, 8, 8],
+                (4, "dualpipev"): [9, 9, 9, 9]}
     for (world, name), want in expected.items():
         per_rank = _get(ranks2 if world == 2 else ranks4, name)
-        assert [res["peak"] for res in per_rank] == [[w, w] for w in want], (world, name)
-        assert list(_live_peaks(per_rank[0]["order"]).values()) == want, (world, name)
+        order = per_rank[0]["order"]
+        assert list(_live_peaks(order, True).values()) == want, (world, name)
+        ours = measured.get((world, name), want)
+        assert list(_live_peaks(order, False).values()) == ours, (world, name)
+        assert [res["peak"] for res in per_rank] == [[p, p] for p in ours], (world, name)
+        assert all(p <= w for p, w in zip(ours, want))
         _, n_local, n = SCENARIOS[world][name]
         per_round = n // max(1, n // world)
         bound = {"bfs": [n_local * n] * world,
@@ -410,3 +421,50 @@ def _torch_worker(rank: int, port: int, conn: Any) -> None:
         conn.send(("ok", out))
     except BaseException:  # noqa: BLE001
         conn.send(("err", traceback.format_exc()))
+
+
+def test_one_rank_split_backward_and_its_checks():
+    """All stages on one rank (messages stay in the process): the zero-bubble schedules train
+    like the whole model; the stage's input-gradient / weight-gradient steps as torch names
+    them, and their order enforced."""
+    dist.init_process_group("shm", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        ref_losses, ref_out, ref_grads = _reference(2, 4)
+        x, y = _batch(4)
+        for cls in (ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, ScheduleDualPipeV,
+                    ScheduleInterleaved1F1B, ScheduleLoopedBFS):
+            mods = [_stage_module(s, 2) for s in range(2)]
+            sched = cls([PipelineStage(mods[s], s, 2) for s in range(2)], 4, loss_fn=_loss)
+            losses: list = []
+            out = sched.step(x, target=y, losses=losses)
+            np.testing.assert_allclose([float(v) for v in losses], ref_losses, rtol=1e-12)
+            np.testing.assert_allclose(out.tolist(), ref_out, rtol=1e-12)
+            for s in range(2):
+                for p, ref in zip(mods[s].parameters(), ref_grads[s]):
+                    np.testing.assert_allclose(p.grad.tolist(), ref, rtol=1e-10, atol=1e-14)
+        assert [str(a) for a in sched.pipeline_order[0] if a] == [
+            "0F0", "0F1", "0F2", "0F3", "1F0", "1F1", "1F2", "1F3",
+            "1B3", "1B2", "1B1", "1B0", "0B3", "0B2", "0B1", "0B0"]
+
+        # the stage's own steps: forward, input-gradient step, weight step
+        mod = _stage_module(0, 1)
+        stage = PipelineStage(mod, 0, 1)
+        stage.has_backward = True
+        stage.clear_runtime_states()
+        out = stage.forward_one_chunk(0, (x,))
+        with pytest.raises(RuntimeError, match="weight step of micro-batch 0 before its input"):
+            stage.backward_weight_one_chunk(0)
+        stage.backward_one_chunk(0, loss=_loss(out, y[:, :2]), full_backward=False)
+        stage.backward_weight_one_chunk(0)
+        whole = _stage_module(0, 1)
+        _loss(whole(x), y[:, :2]).backward()
+        np.testing.assert_allclose(mod.weight.grad.tolist(), whole.weight.grad.tolist(),
+                                   rtol=1e-12)
+        with pytest.raises(RuntimeError, match="backward on micro-batch 0 before its forward"):
+            stage.backward_one_chunk(0, loss=None)
+        with pytest.raises(RuntimeError, match="requires gradients to be enabled"):
+            with ember.no_grad():
+                ScheduleInterleaved1F1B([PipelineStage(mod, 0, 1)], 2, loss_fn=_loss).step(
+                    x, target=y[:, :2])
+    finally:
+        dist.destroy_process_group()

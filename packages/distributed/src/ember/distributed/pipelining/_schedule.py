@@ -14,7 +14,8 @@ one is checked when it is built - cannot deadlock).
   activations alive than LoopedBFS.
 - InterleavedZeroBubble (ZB1P), ZBVZeroBubble (two stages per rank placed in a V), DualPipeV:
   backward split into the input gradient (sent upstream at once) and the weight gradient (run
-  later, filling the bubbles).
+  later, filling the bubbles; in ember the input step computes both, see
+  PipelineStage.backward_one_chunk).
 
 All give the same gradients: each micro-batch's loss is backpropagated and, with scale_grads,
 the gradients are divided by the number of micro-batches at the end."""
@@ -187,10 +188,9 @@ class _Schedule:
             elif kind in (B, I):
                 st.backward_one_chunk(m, loss=losses[m] if st.is_last else None,
                                       full_backward=kind is B)
-                live -= kind is B
+                live -= 1  # ember frees the activations at I already (see backward_one_chunk)
             elif kind is W:
                 st.backward_weight_one_chunk(m)
-                live -= 1
             else:
                 raise ValueError(f"pipeline: cannot run action {a}")
 

@@ -91,7 +91,7 @@ class PipelineStage:
         """Forgets the last step's activations, outputs and pending weight gradients."""
         self.fwd_cache: dict[int, tuple] = {}   # micro-batch -> (inputs, outputs)
         self.output_chunks: dict[int, Any] = {}  # the last stage's outputs by micro-batch
-        self._pending_w: dict[int, tuple] = {}   # micro-batch -> (roots, their grads)
+        self._pending_w: set[int] = set()        # micro-batches awaiting their weight step
 
     # ---- one micro-batch ------------------------------------------------------------------
     def forward_one_chunk(self, fwd_chunk_id: int, args: tuple = (),
@@ -140,39 +140,32 @@ class PipelineStage:
     def backward_one_chunk(self, bwd_chunk_id: int, loss: Any = None,
                            full_backward: bool = True, last_backward: bool = False) -> None:
         """Backward of micro-batch bwd_chunk_id from loss (last stage) or from the gradients
-        the next stage sent; sends its inputs' gradients back. full_backward=False computes
-        those input gradients only (the graph is kept) and leaves the parameters' to
-        backward_weight_one_chunk, as the zero-bubble schedules do."""
+        the next stage sent; sends its inputs' gradients back and frees its activations.
+
+        full_backward=False is the zero-bubble schedules' input-gradient step, to be followed
+        by backward_weight_one_chunk. ember's autograd computes all of a node's gradients in
+        one go (asking for the inputs' alone costs as much as asking for every one), so this
+        step accumulates the parameters' gradients as well, at no extra cost, and the weight
+        step has nothing left to compute: the same gradients as torch's split, half the
+        backward work of running it twice, and no activations kept for the weight step."""
         roots, grads = self._roots(bwd_chunk_id, loss)
         inputs, _ = self.fwd_cache[bwd_chunk_id]
-        wanted = [t for t in inputs if isinstance(t, ember.Tensor) and t.requires_grad]
-        if full_backward:
-            if roots:
-                ember.autograd.backward(roots, grads)
-            in_grads = [t.grad if isinstance(t, ember.Tensor) else None for t in inputs]
-        else:
-            got = iter(ember.autograd.grad(roots, wanted, grads, retain_graph=True,
-                                           allow_unused=True) if roots and wanted else [])
-            in_grads = [next(got, None) if isinstance(t, ember.Tensor) and t.requires_grad
-                        else None for t in inputs]
-            self._pending_w[bwd_chunk_id] = (roots, grads)
-        self._send_input_grads(bwd_chunk_id, in_grads)
-        if full_backward:
-            del self.fwd_cache[bwd_chunk_id]  # this micro-batch's activations can go
+        if roots:
+            ember.autograd.backward(roots, grads)
+        self._send_input_grads(bwd_chunk_id, [t.grad if isinstance(t, ember.Tensor) else None
+                                              for t in inputs])
+        del self.fwd_cache[bwd_chunk_id]  # this micro-batch's activations can go
+        if not full_backward:
+            self._pending_w.add(bwd_chunk_id)
 
     def backward_weight_one_chunk(self, bwd_chunk_id: int, last_backward: bool = False) -> None:
-        """The parameters' gradients of micro-batch bwd_chunk_id, after its input-gradient
-        step (backward_one_chunk with full_backward=False); frees its activations. The
-        backward runs again from the stage's outputs, restricted to the parameters (ember's
-        autograd does not keep the intermediate gradients of the first pass)."""
+        """The weight-gradient step of micro-batch bwd_chunk_id, after its input-gradient step
+        (backward_one_chunk with full_backward=False), which has already accumulated the
+        parameters' gradients in ember (see there)."""
         if bwd_chunk_id not in self._pending_w:
             raise RuntimeError(f"pipeline: stage {self.stage_index} runs the weight step of "
                                f"micro-batch {bwd_chunk_id} before its input-gradient step")
-        roots, grads = self._pending_w.pop(bwd_chunk_id)
-        params = [p for p in self.submod.parameters() if p.requires_grad]
-        if roots and params:
-            ember.autograd.backward(roots, grads, inputs=params)
-        del self.fwd_cache[bwd_chunk_id]
+        self._pending_w.discard(bwd_chunk_id)
 
     def scale_grads(self, grad_scale_factor: int) -> None:
         """Divides the parameters' gradients by grad_scale_factor."""
