@@ -468,3 +468,13 @@ def test_one_rank_split_backward_and_its_checks():
                     x, target=y[:, :2])
     finally:
         dist.destroy_process_group()
+
+
+def test_get_schedule_class():
+    from ember.distributed.pipelining.schedules import get_schedule_class
+
+    assert get_schedule_class("Interleaved1F1B") is ScheduleInterleaved1F1B
+    assert get_schedule_class("zbvzerobubble") is ScheduleZBVZeroBubble
+    assert get_schedule_class("DUALPIPEV") is ScheduleDualPipeV
+    with pytest.raises(ValueError, match="Unknown schedule name 'Nope'"):
+        get_schedule_class("Nope")

@@ -35,7 +35,7 @@ from .microbatch import merge_chunks, split_args_kwargs_into_chunks
 
 __all__ = ["PipelineScheduleMulti", "PipelineScheduleSingle", "Schedule1F1B", "ScheduleDualPipeV",
            "ScheduleGPipe", "ScheduleInterleaved1F1B", "ScheduleInterleavedZeroBubble",
-           "ScheduleLoopedBFS", "ScheduleZBVZeroBubble"]
+           "ScheduleLoopedBFS", "ScheduleZBVZeroBubble", "get_schedule_class"]
 
 
 class _ComputationType(str, Enum):
@@ -725,3 +725,25 @@ class _PipelineScheduleRuntime(PipelineScheduleMulti):
             for r in range(self.pp_group_size):
                 fh.write(",".join("" if a is None else str(a)
                                   for a in self.pipeline_order[r]) + "\n")
+
+
+def get_schedule_class(schedule_name: str) -> type:
+    """The schedule class of a name, case insensitive (``"Interleaved1F1B"``,
+    ``"zbvzerobubble"``, ...).
+
+    Example::
+
+        >>> get_schedule_class("interleaved1f1b").__name__
+        'ScheduleInterleaved1F1B'
+    """
+    classes = {"1F1B": Schedule1F1B, "Interleaved1F1B": ScheduleInterleaved1F1B,
+               "GPipe": ScheduleGPipe, "LoopedBFS": ScheduleLoopedBFS,
+               "InterleavedZeroBubble": ScheduleInterleavedZeroBubble,
+               "PipelineScheduleSingle": PipelineScheduleSingle,
+               "PipelineScheduleMulti": PipelineScheduleMulti,
+               "ZBVZeroBubble": ScheduleZBVZeroBubble, "DualPipeV": ScheduleDualPipeV}
+    by_lower = {k.lower(): v for k, v in classes.items()}
+    if not isinstance(schedule_name, str) or schedule_name.lower() not in by_lower:
+        raise ValueError(f"Unknown schedule name {schedule_name!r}. The valid options are "
+                         f"{list(classes)}")
+    return by_lower[schedule_name.lower()]
