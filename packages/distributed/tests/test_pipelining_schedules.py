@@ -74,13 +74,13 @@ def _stages_of(rank: int, world: int, n_local: int, v: bool) -> list[int]:
     return [s for s in range(num) if s % world == rank]
 
 
-def _run(rank: int, world: int, cls_name: str, n_local: int, n: int) -> dict:
+def _run(rank: int, world: int, cls_name: str, n_local: int, n: int, group: Any = None) -> dict:
     import ember.distributed.pipelining as pp
 
     num = world * n_local
     mine = _stages_of(rank, world, n_local, cls_name in V_STYLE)
     mods = {s: _stage_module(s, num) for s in mine}
-    stages = [PipelineStage(mods[s], s, num) for s in mine]
+    stages = [PipelineStage(mods[s], s, num, group=group) for s in mine]
     schedule = getattr(pp, cls_name)(stages, n, loss_fn=_loss)
     x, y = _batch(n)
     res: dict[str, Any] = {"order": {r: [None if a is None else str(a) for a in acts]
@@ -105,17 +105,25 @@ def _run(rank: int, world: int, cls_name: str, n_local: int, n: int) -> dict:
     return res
 
 
-def _worker(rank: int, world: int, init: str, conn: Any) -> None:
+def _worker(rank: int, init: str, conn: Any) -> None:
+    """4 ranks: the 2-rank scenarios on the group of ranks 0 and 1 (one start of processes
+    for both sizes), then the 4-rank ones."""
     try:
-        dist.init_process_group("shm", init_method=init, rank=rank, world_size=world,
+        dist.init_process_group("shm", init_method=init, rank=rank, world_size=4,
                                 timeout=timedelta(seconds=60))
+        pair = dist.new_group([0, 1])
         results = {}
-        for name, (cls_name, n_local, n) in SCENARIOS[world].items():
-            try:
-                results[name] = ("ok", _run(rank, world, cls_name, n_local, n))
-            except BaseException:  # noqa: BLE001  (reported by the scenario's test)
-                results[name] = ("err", traceback.format_exc())
-                break  # the ranks may be out of step now
+        for world, group in ((2, pair), (4, None)):
+            for name, (cls_name, n_local, n) in SCENARIOS[world].items():
+                if rank >= world:
+                    continue
+                try:
+                    results[f"{world}:{name}"] = ("ok", _run(rank, world, cls_name, n_local, n,
+                                                             group))
+                except BaseException:  # noqa: BLE001  (reported by the scenario's test)
+                    results[f"{world}:{name}"] = ("err", traceback.format_exc())
+                    break  # the ranks may be out of step now
+            dist.barrier()
         dist.destroy_process_group()
         conn.send(("ok", results))
     except BaseException:  # noqa: BLE001
@@ -123,15 +131,19 @@ def _worker(rank: int, world: int, init: str, conn: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def ranks2(tmp_path_factory) -> list[dict]:
-    tmp = tmp_path_factory.mktemp("pp2")
-    return run_ranks(_worker, 2, (2, f"file://{tmp / 'store'}"), TIMEOUT)
+def all_ranks(tmp_path_factory) -> list[dict]:
+    tmp = tmp_path_factory.mktemp("pp")
+    return run_ranks(_worker, 4, (f"file://{tmp / 'store'}",), TIMEOUT)
 
 
 @pytest.fixture(scope="module")
-def ranks4(tmp_path_factory) -> list[dict]:
-    tmp = tmp_path_factory.mktemp("pp4")
-    return run_ranks(_worker, 4, (4, f"file://{tmp / 'store'}"), TIMEOUT)
+def ranks2(all_ranks) -> list[dict]:
+    return [{k[2:]: v for k, v in res.items() if k.startswith("2:")} for res in all_ranks[:2]]
+
+
+@pytest.fixture(scope="module")
+def ranks4(all_ranks) -> list[dict]:
+    return [{k[2:]: v for k, v in res.items() if k.startswith("4:")} for res in all_ranks]
 
 
 def _get(results: list[dict], name: str) -> list[dict]:
