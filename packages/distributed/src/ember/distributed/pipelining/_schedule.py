@@ -563,11 +563,11 @@ class ScheduleZBVZeroBubble(_VSchedule):
         out: list[_Action | None] = [None] * rank
 
         def add(stage: int, kind: _ComputationType, mb: int | None = None) -> None:
-            key = (stage, I if kind is W and mb is None else kind)
-            m = cnt[key] if mb is None else mb
-            out.append(_Action(stage, kind, m))
-            if mb is None and kind is not W:
-                cnt[key] += 1
+            # F and I take the stage's next micro-batch; W names the one it completes
+            if mb is None:
+                mb = cnt[(stage, kind)]
+                cnt[(stage, kind)] += 1
+            out.append(_Action(stage, kind, mb))
 
         for _ in range(2 * (world - rank) - 1):
             add(down, F)
