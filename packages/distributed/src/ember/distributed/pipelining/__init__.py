@@ -1,5 +1,6 @@
 """Pipeline parallelism (torch.distributed.pipelining): each rank runs one stage of a model
-(or several, stage s on rank s % world size, with the multi-stage schedules);
+(or several, stage s on rank s % world size, with the multi-stage schedules, or two in a V
+with ScheduleZBVZeroBubble / ScheduleDualPipeV);
 a schedule splits the batch into micro-batches and moves activations forward and gradients
 back between neighbouring stages by point-to-point messages.
 
@@ -20,11 +21,15 @@ from ._schedule import (
     PipelineScheduleMulti,
     PipelineScheduleSingle,
     Schedule1F1B,
+    ScheduleDualPipeV,
     ScheduleGPipe,
     ScheduleInterleaved1F1B,
+    ScheduleInterleavedZeroBubble,
     ScheduleLoopedBFS,
+    ScheduleZBVZeroBubble,
 )
 from ._stage import PipelineStage
 
 __all__ = ["PipelineScheduleMulti", "PipelineScheduleSingle", "PipelineStage", "Schedule1F1B",
-           "ScheduleGPipe", "ScheduleInterleaved1F1B", "ScheduleLoopedBFS"]
+           "ScheduleDualPipeV", "ScheduleGPipe", "ScheduleInterleaved1F1B",
+           "ScheduleInterleavedZeroBubble", "ScheduleLoopedBFS", "ScheduleZBVZeroBubble"]
