@@ -629,3 +629,25 @@ def test_small_cholesky_matches_torch(dtype, n):
         assert [info.tolist()[i] for i in keep] == [tinfo.tolist()[i] for i in keep]
         close(L[::3], tL[::3].numpy(), dtype)
         close(LA.cholesky(T(a[0], dtype), upper=upper), torch.linalg.cholesky(ta[0], upper=upper).numpy(), dtype)
+
+
+@pytest.mark.parametrize("driver", ["gelsy", "gelsd", "gelss", "gels"])
+def test_lstsq_many_small_problems_threaded(driver):
+    # batches of small problems run on ember's threads (one LAPACK call per thread at a time);
+    # each solution must equal NumPy's, and one rank-deficient matrix among them must drop the
+    # residuals of the whole batch (as PyTorch does) whichever thread met it
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((96, 12, 8))
+    b = rng.standard_normal((96, 12, 3))
+    got = ember.linalg.lstsq(ember.from_numpy(a), ember.from_numpy(b), driver=driver)
+    for i in range(0, 96, 7):
+        want = np.linalg.lstsq(a[i], b[i], rcond=None)
+        np.testing.assert_allclose(got.solution.numpy()[i], want[0], atol=1e-10)
+        if driver != "gelsy":
+            np.testing.assert_allclose(got.residuals.numpy()[i], want[1], atol=1e-10)
+    if driver == "gels":
+        return  # gels refuses rank-deficient matrices
+    a[50, :, 7] = a[50, :, 6]
+    got = ember.linalg.lstsq(ember.from_numpy(a), ember.from_numpy(b), driver=driver)
+    assert got.rank.numpy()[50] == 7 and (np.delete(got.rank.numpy(), 50) == 8).all()
+    assert got.residuals.numel() == 0

@@ -18,6 +18,7 @@
 #include <lapacke.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cmath>
 #include <complex>
@@ -1721,7 +1722,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_lstsq(const Tensor& A, const 
     std::fill_n(static_cast<char*>(bbuf->data()), bbuf->numel() * bbuf->itemsize(), char(0));
     copy_into(make_view(bbuf, with(batch, {m, k}), bbuf->strides(), bbuf->storage_offset()), B);
   }
-  bool full_rank = true;
+  std::atomic<bool> full_rank{true};  // written by the threads of for_each_matrix
   if (is_complex(A->dtype())) {
     dispatch_complex(A->dtype(), [&](auto tag) {
       using R = decltype(tag);
@@ -1731,14 +1732,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_lstsq(const Tensor& A, const 
       C* bp = bbuf->data_as<C>();
       R* svp = want_sv ? sv->data_as<R>() : nullptr;
       int64_t* rkp = want_rank ? rank->data_as<int64_t>() : nullptr;
-      sync_blas_threads();
-      for (int64_t b = 0; b < count; ++b) {
+      // many small problems run on ember's threads, one big one on OpenBLAS's
+      for_each_matrix(count, std::max(m, n), [&](int64_t b) {
         C* ab = ap + b * m * n;
         C* bb = bp + b * rows * k;
         lint rk = lint(mn), info = 0;
         if (mn == 0 || k == 0) {
           if (rkp) rkp[b] = 0;
-          if (mn == 0 || !want_sv) continue;
+          if (mn == 0 || !want_sv) return;
         }
         C query = 0;
         if (drv == "gelsy") {
@@ -1778,7 +1779,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_lstsq(const Tensor& A, const 
         EMBER_CHECK(info <= 0, op, ": The algorithm failed to converge (error code: ", info, ").");
         if (rkp) rkp[b] = rk;
         if (rk < n) full_rank = false;
-      }
+      });
       if (want_res && full_rank) {
         R* rp = residuals->data_as<R>();
         for (int64_t b = 0; b < count; ++b)
@@ -1798,14 +1799,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_lstsq(const Tensor& A, const 
       T* bp = bbuf->data_as<T>();
       T* svp = want_sv ? sv->data_as<T>() : nullptr;
       int64_t* rkp = want_rank ? rank->data_as<int64_t>() : nullptr;
-      sync_blas_threads();
-      for (int64_t b = 0; b < count; ++b) {
+      // many small problems run on ember's threads, one big one on OpenBLAS's
+      for_each_matrix(count, std::max(m, n), [&](int64_t b) {
         T* ab = ap + b * m * n;
         T* bb = bp + b * rows * k;
         lint rk = lint(mn), info = 0;
         if (mn == 0 || k == 0) {
           if (rkp) rkp[b] = 0;
-          if (mn == 0 || !want_sv) continue;
+          if (mn == 0 || !want_sv) return;
         }
         T query = 0;
         if (drv == "gelsy") {
@@ -1840,7 +1841,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_lstsq(const Tensor& A, const 
         EMBER_CHECK(info <= 0, op, ": The algorithm failed to converge (error code: ", info, ").");
         if (rkp) rkp[b] = rk;
         if (rk < n) full_rank = false;
-      }
+      });
       if (want_res && full_rank) {
         T* rp = residuals->data_as<T>();
         for (int64_t b = 0; b < count; ++b)
