@@ -143,6 +143,30 @@ def test_gradient_edges_as_inputs():
         assert _edge_grads(ember, eg) == _edge_grads(torch, tg)
 
 
+def _edge_outputs(M, G):
+    # the weight step of a split backward: from the gradient of an activation (given with its
+    # edge as the output) to the weight, then backward() from the same edge
+    x = M.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    w = M.tensor([2.0, -1.0, 0.5], requires_grad=True)
+    h = x * w
+    y = (h * h).sum()
+    gh = M.autograd.grad(y, [h], retain_graph=True)[0]
+    gw = M.autograd.grad([G.get_gradient_edge(h)], [w], grad_outputs=[gh],
+                         retain_graph=True)[0]
+    gx = M.autograd.grad(G.get_gradient_edge(h), x, grad_outputs=gh, retain_graph=True)[0]
+    M.autograd.backward([G.get_gradient_edge(h)], [gh], inputs=[w])
+    return gw.tolist(), gx.tolist(), w.grad.tolist(), x.grad
+
+
+def test_gradient_edges_as_outputs():
+    gw, gx, wgrad, xgrad = _edge_outputs(ember, eg)
+    # d/dw (x w)^2 = 2 x^2 w, d/dx = 2 w^2 x
+    assert gw == [4.0, -8.0, 9.0] and wgrad == gw and xgrad is None
+    assert gx == [8.0, 4.0, 1.5]
+    if torch is not None:
+        assert _edge_outputs(torch, tg) == (gw, gx, wgrad, None)
+
+
 def test_unresolvable_edge_raises():
     x = ember.ones(2, requires_grad=True)
     y = x * 2

@@ -166,7 +166,7 @@ def backward(
     if _masked_loaded() and _masked_ops().has_masked(tensors, grad_tensors, inputs):
         tensors, grad_tensors, inputs, _ = _masked_ops().unwrap_for_autograd(
             tensors, grad_tensors, inputs)  # MaskedTensors: their data
-    outs = _tensors(tensors, "backward", "tensors")
+    outs = _tensors(tensors, "backward", "tensors", edges=True)
     grads = _tensors(grad_tensors, "backward", "grad_tensors", True) or [None] * len(outs)
     if len(grads) != len(outs):
         raise RuntimeError(f"backward: got {len(outs)} tensors but {len(grads)} gradients")
@@ -231,7 +231,7 @@ def grad(
             outputs, grad_outputs, inputs)
         return unflatten(grad(outputs, flat_ins, grad_outputs, retain_graph, create_graph,
                               only_inputs, allow_unused, False, materialize_grads))
-    outs = _tensors(outputs, "grad", "outputs")
+    outs = _tensors(outputs, "grad", "outputs", edges=True)
     if inputs is None:
         raise TypeError("grad: inputs must be a Tensor or a sequence of Tensors, got NoneType")
     ins = _tensors(inputs, "grad", "inputs", exc=RuntimeError, edges=True)

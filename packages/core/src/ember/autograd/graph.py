@@ -222,8 +222,9 @@ def increment_version(tensor: Tensor | Iterable[Tensor]) -> None:
 class GradientEdge(NamedTuple):
     """Where the gradient of a tensor enters the autograd graph: ``node`` (its ``grad_fn``, or
     the AccumulateGrad node of a leaf) and ``output_nr`` (which output of the node it is).
-    ``get_gradient_edge(t)`` makes one; it can be passed among ``inputs`` of
-    ``ember.autograd.grad`` and ``backward`` while ``t`` is alive and its grad_fn unchanged."""
+    ``get_gradient_edge(t)`` makes one; it can be passed among the ``inputs`` and the outputs
+    (``outputs`` / ``tensors``, with their gradients given) of ``ember.autograd.grad`` and
+    ``backward`` while ``t`` is alive and its grad_fn unchanged."""
 
     node: Any
     output_nr: int
@@ -260,16 +261,16 @@ def get_gradient_edge(tensor: Tensor) -> GradientEdge:
 
 
 def _resolve_edge(edge: GradientEdge) -> Tensor:
-    """The tensor an edge passed as an input stands for."""
+    """The tensor an edge passed as an input or output stands for."""
     ref = _edge_tensors.get(edge.node, {}).get(edge.output_nr) if edge.node is not None else None
     t = ref() if ref is not None else None
     if t is not None and _grad_node(t) is edge.node and (
             t.grad_fn is None or t.output_nr == edge.output_nr):
         return t
     raise RuntimeError(
-        "ember.autograd: a GradientEdge can be used among `inputs` only while the tensor it was "
-        "taken from with get_gradient_edge() is alive and has the same grad_fn (ember's engine "
-        "takes tensors as inputs; edges built by hand or of a tensor changed in place since are "
+        "ember.autograd: a GradientEdge can be used as an input or output only while the tensor "
+        "it was taken from with get_gradient_edge() is alive and has the same grad_fn (ember's "
+        "engine takes tensors; edges built by hand or of a tensor changed in place since are "
         "not supported)")
 
 
