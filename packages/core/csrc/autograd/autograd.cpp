@@ -589,6 +589,35 @@ struct CompareSeq {
 };
 }  // namespace
 
+namespace {
+// The edges the running node must compute (run_backward with inputs): the node and a mask of its
+// next_edges. A nested backward (a custom Function's backward calling autograd.grad) sets its
+// own and restores this one.
+struct EdgeMask {
+  const Node* node = nullptr;
+  const std::vector<bool>* wanted = nullptr;
+};
+thread_local EdgeMask t_edge_mask;
+
+class EdgeMaskScope {
+ public:
+  EdgeMaskScope(const Node* node, const std::vector<bool>* wanted) : saved_(t_edge_mask) {
+    t_edge_mask = {node, wanted};
+  }
+  ~EdgeMaskScope() { t_edge_mask = saved_; }
+  EdgeMaskScope(const EdgeMaskScope&) = delete;
+  EdgeMaskScope& operator=(const EdgeMaskScope&) = delete;
+
+ private:
+  EdgeMask saved_;
+};
+}  // namespace
+
+bool edge_wanted(const Node* node, size_t i) {
+  const EdgeMask& m = t_edge_mask;
+  return m.node != node || !m.wanted || (i < m.wanted->size() && (*m.wanted)[i]);
+}
+
 std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
                                  const std::vector<Tensor>& grad_outputs, bool keep_graph,
                                  bool create_graph, const std::vector<Tensor>& inputs,
@@ -748,6 +777,16 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
       if (cap != captures.end())
         for (auto& [nr, j] : cap->second) captured[j] = buf[nr];
       if (!run || (!accumulate && dynamic_cast<AccumulateGrad*>(node.get()))) continue;
+      // With inputs, only the edges leading to one of them get a gradient (should_compute).
+      std::vector<bool> wanted;
+      if (!inputs.empty()) {
+        wanted.resize(node->next_edges.size());
+        for (size_t k = 0; k < wanted.size(); ++k) {
+          Node* next = node->next_edges[k].fn.get();
+          wanted[k] = next && (needed.count(next) || captures.count(next));
+        }
+      }
+      EdgeMaskScope mask(node.get(), inputs.empty() ? nullptr : &wanted);
       profiler::Range prof_apply;
       if (prof_range.open())
         prof_apply.begin(node->name(), profiler::Kind::Backward,

@@ -98,6 +98,11 @@ void set_history(const Tensor& result, const std::shared_ptr<Node>& node, uint32
 Tensor detach(const Tensor& t);
 
 // ---- nodes ----------------------------------------------------------------------------------
+// Whether the engine wants the gradient along next_edges[i] of `node` while that node runs:
+// autograd.grad(inputs=) and backward(inputs=) need only the edges that lead to an input (a
+// weight's gradient is not computed when only the input's is asked for). True outside such a run.
+bool edge_wanted(const Node* node, size_t i);
+
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
@@ -110,7 +115,9 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual std::string name() const = 0;
   // Frees saved tensors once the node has run (unless retain_graph).
   virtual void release_variables() {}
-  bool should_compute(size_t i) const { return i < next_edges.size() && next_edges[i].valid(); }
+  bool should_compute(size_t i) const {
+    return i < next_edges.size() && next_edges[i].valid() && edge_wanted(this, i);
+  }
   bool any_should_compute(size_t begin, size_t n) const {
     for (size_t i = begin; i < begin + n; ++i)
       if (should_compute(i)) return true;
