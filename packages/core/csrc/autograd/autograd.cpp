@@ -620,6 +620,13 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
       EMBER_CHECK_KIND(differentiable(g->dtype()), Type, "backward: grad_output[", i,
                        "] must be a floating point tensor like output[", i, "] (",
                        dtype_name(t->dtype()), "), got ", dtype_name(g->dtype()));
+      // a complex seed for a real output (or a real one for a complex output) has no single
+      // meaning: casting would drop the imaginary part silently
+      EMBER_CHECK(is_complex(g->dtype()) == is_complex(t->dtype()),
+                  "For complex Tensors, both grad_output and output are required to have the same "
+                  "dtype. Mismatch in dtype: grad_output[",
+                  i, "] has a dtype of ember.", dtype_name(g->dtype()), " and output[", i,
+                  "] has a dtype of ember.", dtype_name(t->dtype()), ".");
       if (g->dtype() != t->dtype()) g = ops::_to_dtype(g, t->dtype(), false);
     }
     roots.push_back(e);

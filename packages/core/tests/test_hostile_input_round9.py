@@ -1,0 +1,161 @@
+"""Hostile input, round 9 (core part): complex seed gradients and checkpoint recomputation.
+
+``backward(gradient)`` / ``autograd.grad(grad_outputs=)`` / ``autograd.functional.vjp`` /
+``func.vjp`` with a complex seed for a real output cast the seed to the output's dtype, which
+dropped its imaginary part: ``grad(x * 2, x, [1+1j, 1j])`` gave ``[2., 0.]`` with no error. A
+real seed for a complex output was widened the same way. PyTorch refuses both ("For complex
+Tensors, both grad_output and output are required to have the same dtype"); ember now does too,
+with PyTorch's words. Real seeds of another floating dtype are still cast, as in PyTorch.
+
+A checkpointed function (``use_reentrant=False``) whose recomputation saves tensors of another
+shape or dtype than its forward (a function that depends on outside state) failed with a
+message about an internal saved-tensor hook named 'unpack' (shape) or went on with float64
+activations for float32 ones (dtype). It is now ``CheckpointError`` (a RuntimeError, PyTorch's
+class) listing each tensor's saved and recomputed shape, dtype and device;
+``determinism_check="none"`` skips the check, as in PyTorch.
+
+The rest of round 9: packages/nn/tests/test_nn_hostile_round9.py and
+packages/data/tests/test_data_hostile_round9.py.
+"""
+
+import ember as E
+import pytest
+from ember.utils.checkpoint import CheckpointError, checkpoint
+
+COMPLEX_SEED = r"For complex Tensors, both grad_output and output are required to have the same dtype"
+
+
+# ---- complex seeds ---------------------------------------------------------------------------
+
+
+def test_a_complex_seed_for_a_real_output_is_refused():
+    x = E.ones(2, requires_grad=True)
+    seed = E.tensor([1 + 1j, 1j], dtype=E.complex64)
+    msg = (COMPLEX_SEED + r"\. Mismatch in dtype: grad_output\[0\] has a dtype of ember.complex64 "
+           r"and output\[0\] has a dtype of ember.float32\.")
+    with pytest.raises(RuntimeError, match=msg):
+        E.autograd.grad(x * 2, x, seed)
+    with pytest.raises(RuntimeError, match=msg):
+        (x * 2).backward(seed)
+    assert x.grad is None  # nothing was accumulated
+    with pytest.raises(RuntimeError, match=COMPLEX_SEED):
+        E.autograd.functional.vjp(lambda t: t * 2, E.ones(2), seed)
+    with pytest.raises(RuntimeError, match=COMPLEX_SEED):
+        E.func.vjp(lambda t: t * 2, E.ones(2))[1](seed)
+
+
+def test_a_real_seed_for_a_complex_output_is_refused():
+    z = E.ones(2, dtype=E.complex64, requires_grad=True)
+    with pytest.raises(RuntimeError, match=COMPLEX_SEED + r".*grad_output\[0\] has a dtype of "
+                                           r"ember.float32 and output\[0\] has a dtype of "
+                                           r"ember.complex64"):
+        (z * 2).backward(E.ones(2))
+    # the second output is the one named
+    x = E.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"grad_output\[1\] has a dtype of ember.complex128"):
+        E.autograd.grad([x * 2, x * 3], x, [E.ones(2), E.ones(2, dtype=E.complex128)])
+
+
+def test_seeds_of_the_same_kind_still_work():
+    # another floating dtype is cast to the output's
+    x = E.ones(2, requires_grad=True)
+    (x * 2).backward(E.tensor([1.0, 3.0], dtype=E.float64))
+    assert x.grad.dtype == E.float32 and x.grad.tolist() == [2.0, 6.0]
+    # another complex dtype too
+    z = E.ones(2, dtype=E.complex64, requires_grad=True)
+    (z * 2).backward(E.tensor([1 + 1j, 2j], dtype=E.complex128))
+    assert z.grad.dtype == E.complex64 and z.grad.tolist() == [2 + 2j, 4j]
+    # a complex output of a real input, seeded with a complex gradient: the real part flows back
+    r = E.ones(2, requires_grad=True)
+    (r * (1 + 2j)).backward(E.tensor([1 + 0j, 1j]))
+    # d/dr of Re(conj(g) * r * (1+2j)): g=1 -> 1, g=1j -> 2
+    assert r.grad.tolist() == [1.0, 2.0]
+
+
+def test_torch_refuses_the_complex_seed_the_same_way():
+    torch = pytest.importorskip("torch")
+    x = torch.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match=COMPLEX_SEED):
+        torch.autograd.grad(x * 2, x, torch.tensor([1 + 1j, 1j]))
+    z = torch.ones(2, dtype=torch.complex64, requires_grad=True)
+    with pytest.raises(RuntimeError, match=COMPLEX_SEED):
+        (z * 2).backward(torch.ones(2))
+    r = torch.ones(2, requires_grad=True)
+    (r * (1 + 2j)).backward(torch.tensor([1 + 0j, 1j]))
+    assert r.grad.tolist() == [1.0, 2.0]
+
+
+# ---- checkpoint recomputation ----------------------------------------------------------------
+
+
+def _growing(calls):
+    def f(t):
+        calls[0] += 1
+        return (t * 2)[: calls[0] + 1].exp()
+    return f
+
+
+def _widening(calls):
+    def f(t):
+        calls[0] += 1
+        return (t.double() if calls[0] > 1 else t).exp().float()
+    return f
+
+
+def test_a_recomputation_of_another_shape_is_a_checkpoint_error():
+    x = E.ones(5, requires_grad=True)
+    y = checkpoint(_growing([0]), x, use_reentrant=False)
+    with pytest.raises(CheckpointError, match=(
+            r"checkpoint: recomputing 'f' gave tensors with different metadata than during the "
+            r"forward pass .*\ntensor at position 0:\nsaved metadata: \{'shape': \(2,\), 'dtype': "
+            r"ember.float32, 'device': device\(type='cpu'\)\}\nrecomputed metadata: \{'shape': "
+            r"\(3,\)")):
+        y.sum().backward()
+    assert issubclass(CheckpointError, RuntimeError)
+    assert x.grad is None
+
+
+def test_a_recomputation_of_another_dtype_is_a_checkpoint_error():
+    x = E.ones(3, requires_grad=True)
+    y = checkpoint(_widening([0]), x, use_reentrant=False)
+    with pytest.raises(CheckpointError, match=r"saved metadata: \{'shape': \(3,\), 'dtype': "
+                                              r"ember.float32.*\nrecomputed metadata: \{'shape': "
+                                              r"\(3,\), 'dtype': ember.float64"):
+        y.sum().backward()
+
+
+def test_determinism_check_none_skips_the_metadata_check():
+    x = E.ones(3, requires_grad=True)
+    y = checkpoint(_widening([0]), x, use_reentrant=False, determinism_check="none")
+    y.sum().backward()  # the float64 activations are used; the values are the same
+    assert x.grad.tolist() == pytest.approx([2.718281828] * 3)
+
+
+def test_deterministic_checkpoints_still_match_the_plain_gradient():
+    x = E.tensor([0.5, -1.0, 2.0], dtype=E.float64, requires_grad=True)
+    y = checkpoint(lambda t: (t.exp() * t.sin()).sum(), x, use_reentrant=False)
+    y.backward(retain_graph=True)
+    g1 = x.grad.clone()
+    y.backward()  # recomputed again after the first backward used the activations up
+    expect = [(v.exp() * (v.sin() + v.cos())).item() for v in x.detach()]
+    assert g1.tolist() == pytest.approx(expect, rel=1e-12)
+    assert x.grad.tolist() == pytest.approx([2 * e for e in expect], rel=1e-12)
+    # numerically
+    eps = 1e-6
+    for i in range(3):
+        d = E.zeros(3, dtype=E.float64)
+        d[i] = eps
+        f = lambda v: (v.exp() * v.sin()).sum().item()  # noqa: E731
+        num = (f(x.detach() + d) - f(x.detach() - d)) / (2 * eps)
+        assert g1[i].item() == pytest.approx(num, rel=1e-6)
+
+
+def test_torch_raises_its_checkpoint_error_for_both():
+    torch = pytest.importorskip("torch")
+    from torch.utils.checkpoint import CheckpointError as TorchCheckpointError
+    for make, x in ((_growing, torch.ones(5, requires_grad=True)),
+                    (_widening, torch.ones(3, requires_grad=True))):
+        y = torch.utils.checkpoint.checkpoint(make([0]), x, use_reentrant=False)
+        with pytest.raises(TorchCheckpointError, match="different metadata than during the "
+                                                        "forward pass"):
+            y.sum().backward()
