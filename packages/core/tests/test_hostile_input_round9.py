@@ -14,6 +14,16 @@ activations for float32 ones (dtype). It is now ``CheckpointError`` (a RuntimeEr
 class) listing each tensor's saved and recomputed shape, dtype and device;
 ``determinism_check="none"`` skips the check, as in PyTorch.
 
+``ember.save`` wrote every subclass of dict, list, tuple and bytes as its base class, so what
+came back was silently another type, even with ``weights_only=False``: a ``defaultdict`` lost its
+default factory (a missing key became a KeyError), a ``Counter`` and a program's own dict or list
+class became plain ones, ``ember.Size`` a tuple without ``numel()``, a ``bytearray`` immutable
+bytes and ``ember.return_types.max`` a bare tuple. Only the plain containers are tree nodes now;
+subclasses are pickled and load as themselves: ``Size``, ``Counter``, ``bytearray`` and ember's
+return types also under ``weights_only=True``; a ``defaultdict`` or a program's class, as in
+PyTorch, only with ``weights_only=False`` or once allow-listed (UnpicklingError naming it
+otherwise).
+
 The rest of round 9: packages/nn/tests/test_nn_hostile_round9.py and
 packages/data/tests/test_data_hostile_round9.py.
 """
@@ -159,3 +169,90 @@ def test_torch_raises_its_checkpoint_error_for_both():
         with pytest.raises(TorchCheckpointError, match="different metadata than during the "
                                                         "forward pass"):
             y.sum().backward()
+
+
+# ---- container subclasses keep their type -----------------------------------------------------
+
+
+class Config(dict):
+    """A program's own dict class."""
+
+    def lr(self):
+        return self["lr"]
+
+
+class History(list):
+    pass
+
+
+def _round_trip(obj, **kw):
+    import io
+
+    buf = io.BytesIO()
+    E.save(obj, buf)
+    buf.seek(0)
+    return E.load(buf, **kw)
+
+
+def test_safe_container_subclasses_load_as_themselves():
+    import collections
+
+    w = E.arange(4.0)
+    back = _round_trip({"size": w.shape, "counts": collections.Counter("aab"),
+                        "raw": bytearray(b"\x01\x02"), "best": w.max(0), "w": w,
+                        "od": collections.OrderedDict(a=1), "t": (1, 2), "b": b"xy"})
+    assert type(back["size"]) is E.Size and back["size"] == (4,) and back["size"].numel() == 4
+    assert type(back["counts"]) is collections.Counter and back["counts"] == {"a": 2, "b": 1}
+    assert back["counts"]["zzz"] == 0  # still a Counter
+    assert type(back["raw"]) is bytearray and back["raw"] == bytearray(b"\x01\x02")
+    assert type(back["best"]) is E.return_types.max
+    assert back["best"].values.item() == 3.0 and back["best"].indices.item() == 3
+    assert type(back["od"]) is collections.OrderedDict and type(back["t"]) is tuple
+    assert type(back["b"]) is bytes and back["b"] == b"xy"
+
+
+def test_other_subclasses_load_as_themselves_once_trusted():
+    import collections
+    import pickle
+
+    base = E.arange(6.0)
+    obj = {"dd": collections.defaultdict(list, a=[1]), "cfg": Config(lr=0.5, w=base[2:4]),
+           "hist": History([base, 3]), "base": base}
+    with pytest.raises(pickle.UnpicklingError, match="collections.defaultdict"):
+        _round_trip(obj)  # weights_only=True refuses code it would have to run, as PyTorch
+    back = _round_trip(obj, weights_only=False)
+    assert type(back["dd"]) is collections.defaultdict and back["dd"]["new"] == []
+    assert type(back["cfg"]) is Config and back["cfg"].lr() == 0.5
+    assert type(back["hist"]) is History and back["hist"][1] == 3
+    # the tensors inside still share storage with the ones outside
+    back["base"][2] = 100.0
+    assert back["cfg"]["w"].tolist() == [100.0, 3.0]
+    assert back["hist"][0][2].item() == 100.0
+    # allow-listed, the program's classes load under weights_only too
+    with E.serialization.safe_globals([Config, History]):
+        back = _round_trip({"cfg": Config(lr=0.25), "hist": History([1])})
+    assert type(back["cfg"]) is Config and back["cfg"].lr() == 0.25
+    assert type(back["hist"]) is History
+
+
+def test_torch_keeps_the_same_types():
+    torch = pytest.importorskip("torch")
+    import collections
+    import io
+    import pickle
+
+    buf = io.BytesIO()
+    torch.save({"size": torch.Size([4]), "counts": collections.Counter("aab"),
+                "raw": bytearray(b"x")}, buf)
+    buf.seek(0)
+    back = torch.load(buf)
+    assert type(back["size"]) is torch.Size and type(back["counts"]) is collections.Counter
+    assert type(back["raw"]) is bytearray
+    buf = io.BytesIO()
+    torch.save({"dd": collections.defaultdict(list, a=[1]), "cfg": Config(lr=0.5)}, buf)
+    buf.seek(0)
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(buf)
+    buf.seek(0)
+    back = torch.load(buf, weights_only=False)
+    assert type(back["dd"]) is collections.defaultdict and type(back["cfg"]) is Config

@@ -136,6 +136,12 @@ def _allowed() -> dict[str, Any]:
     import ember
 
     allowed["ember._size.Size"] = ember.Size
+    # the namedtuples ember's ops return (values, indices): plain data, as safe as a tuple
+    import ember.return_types as rt
+
+    for name, cls in vars(rt).items():
+        if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
+            allowed[f"{cls.__module__}.{cls.__qualname__}"] = cls
     with _lock:
         for e in _user_safe:
             name, obj = _global_name(e)
