@@ -22,7 +22,10 @@ bytes and ``ember.return_types.max`` a bare tuple. Only the plain containers are
 subclasses are pickled and load as themselves: ``Size``, ``Counter``, ``bytearray`` and ember's
 return types also under ``weights_only=True``; a ``defaultdict`` or a program's class, as in
 PyTorch, only with ``weights_only=False`` or once allow-listed (UnpicklingError naming it
-otherwise).
+otherwise). ``get_unsafe_globals_in_checkpoint`` missed a global whose module name a later
+pickle of the same file reused from an earlier one (a Counter then a defaultdict: only
+'builtins.int' was listed, not 'collections.defaultdict'); it now reads the stream with the one
+memo the loader uses.
 
 The rest of round 9: packages/nn/tests/test_nn_hostile_round9.py and
 packages/data/tests/test_data_hostile_round9.py.
@@ -233,6 +236,22 @@ def test_other_subclasses_load_as_themselves_once_trusted():
         back = _round_trip({"cfg": Config(lr=0.25), "hist": History([1])})
     assert type(back["cfg"]) is Config and back["cfg"].lr() == 0.25
     assert type(back["hist"]) is History
+
+
+def test_unsafe_globals_are_all_listed_when_pickles_share_a_module_name():
+    import collections
+    import io
+    import pickle
+
+    buf = io.BytesIO()
+    E.save({"c": collections.Counter("a"), "d": collections.defaultdict(int),
+            "cfg": Config(lr=1.0)}, buf)
+    found = E.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(buf.getvalue()))
+    assert found == ["collections.defaultdict", "builtins.int", f"{__name__}.Config"]
+    # and loading names the first of them
+    buf.seek(0)
+    with pytest.raises(pickle.UnpicklingError, match="collections.defaultdict"):
+        E.load(buf)
 
 
 def test_torch_keeps_the_same_types():

@@ -160,9 +160,11 @@ def pickle_globals(data: bytes) -> list[str]:
 
     found: dict[str, None] = {}
     stream = io.BytesIO(data)
+    # ember.save's pickles share one memo (one Pickler, one Unpickler): a later pickle may name
+    # its module by a BINGET of a string an earlier one memoized
+    memo: dict[int, Any] = {}
     while stream.tell() < len(data):
         strings: list[Any] = []
-        memo: dict[int, Any] = {}
         top: Any = None  # the last value pushed, when it is a string (what memo ops store)
         for op, arg, _ in pickletools.genops(stream):
             name = op.name
