@@ -25,7 +25,9 @@ PyTorch, only with ``weights_only=False`` or once allow-listed (UnpicklingError 
 otherwise). ``get_unsafe_globals_in_checkpoint`` missed a global whose module name a later
 pickle of the same file reused from an earlier one (a Counter then a defaultdict: only
 'builtins.int' was listed, not 'collections.defaultdict'); it now reads the stream with the one
-memo the loader uses.
+memo the loader uses. A PyTorch checkpoint holding a ``collections.Counter`` (which
+``torch.load`` reads with ``weights_only=True``) was refused by ember's reader of that format;
+it now loads.
 
 The rest of round 9: packages/nn/tests/test_nn_hostile_round9.py and
 packages/data/tests/test_data_hostile_round9.py.
@@ -275,3 +277,19 @@ def test_torch_keeps_the_same_types():
     buf.seek(0)
     back = torch.load(buf, weights_only=False)
     assert type(back["dd"]) is collections.defaultdict and type(back["cfg"]) is Config
+
+
+def test_a_torch_checkpoint_with_a_counter_loads(tmp_path):
+    import collections
+
+    path = tmp_path / "c.pt"
+    E.save({"c": collections.Counter("aab"), "s": E.Size([2, 3]), "w": E.ones(2)}, path,
+           format="torch")
+    back = E.load(path)
+    assert type(back["c"]) is collections.Counter and back["c"] == {"a": 2, "b": 1}
+    assert type(back["s"]) is E.Size and back["w"].tolist() == [1.0, 1.0]
+    torch = pytest.importorskip("torch")
+    tback = torch.load(path)
+    assert type(tback["c"]) is collections.Counter and tback["c"] == {"a": 2, "b": 1}
+    torch.save({"c": collections.Counter("xyy")}, tmp_path / "t.pt")
+    assert E.load(tmp_path / "t.pt")["c"] == {"x": 1, "y": 2}
