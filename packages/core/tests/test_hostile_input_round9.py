@@ -29,6 +29,11 @@ memo the loader uses. A PyTorch checkpoint holding a ``collections.Counter`` (wh
 ``torch.load`` reads with ``weights_only=True``) was refused by ember's reader of that format;
 it now loads.
 
+``autograd.grad(..., is_grads_batched=True)`` with grad_outputs whose non-batch dims do not match
+the outputs was refused as an ordinary shape mismatch ("Mismatch in shape: grad_output[0] has a
+shape of ()"), which does not say that the first dim was taken as the batch; it is now PyTorch's
+message, which does, checked before any backward runs.
+
 The rest of round 9: packages/nn/tests/test_nn_hostile_round9.py and
 packages/data/tests/test_data_hostile_round9.py.
 """
@@ -293,3 +298,29 @@ def test_a_torch_checkpoint_with_a_counter_loads(tmp_path):
     assert type(tback["c"]) is collections.Counter and tback["c"] == {"a": 2, "b": 1}
     torch.save({"c": collections.Counter("xyy")}, tmp_path / "t.pt")
     assert E.load(tmp_path / "t.pt")["c"] == {"x": 1, "y": 2}
+
+
+def test_batched_grad_outputs_of_the_wrong_shape_say_they_are_batched():
+    x = E.ones(3, requires_grad=True)
+    y = x * 2
+    with pytest.raises(RuntimeError, match=r"If `is_grads_batched=True`, we interpret the first "
+                                           r"dimension of each grad_output as the batch dimension"
+                                           r".*grad_output\[0\] has a shape of \(\) and "
+                                           r"output\[0\] has a shape of \(3,\)"):
+        E.autograd.grad(y, x, E.ones(3), is_grads_batched=True, retain_graph=True)
+    with pytest.raises(RuntimeError, match=r"grad_output\[1\] has a shape of \(4,\) and "
+                                           r"output\[1\] has a shape of \(3,\)"):
+        E.autograd.grad([y, y * 3], x, [E.ones(2, 3), E.ones(2, 4)], is_grads_batched=True,
+                        retain_graph=True)
+    # the right shapes: one gradient per row of the batch
+    g = E.autograd.grad(y, x, E.tensor([[1.0, 0, 0], [0, 5.0, 0]]), is_grads_batched=True)[0]
+    assert g.tolist() == [[2.0, 0.0, 0.0], [0.0, 10.0, 0.0]]
+
+
+def test_torch_says_the_same():
+    torch = pytest.importorskip("torch")
+    x = torch.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"If `is_grads_batched=True`, we interpret the first "
+                                           r"dimension.*grad_output\[0\] has a shape of "
+                                           r"torch.Size\(\[\]\)"):
+        torch.autograd.grad(x * 2, x, torch.ones(3), is_grads_batched=True)
