@@ -34,6 +34,11 @@ the outputs was refused as an ordinary shape mismatch ("Mismatch in shape: grad_
 shape of ()"), which does not say that the first dim was taken as the batch; it is now PyTorch's
 message, which does, checked before any backward runs.
 
+A backward run from inside another backward (a custom Function's backward or a hook calling
+``.backward()``), nested about 2000 deep with the recursion limit raised, overflowed the C stack:
+a segfault. Past 1000 levels it is now a RuntimeError that says why (PyTorch moves deep
+reentrant backwards to other threads; ember runs them on the caller's stack).
+
 The rest of round 9: packages/nn/tests/test_nn_hostile_round9.py and
 packages/data/tests/test_data_hostile_round9.py.
 """
@@ -324,3 +329,53 @@ def test_torch_says_the_same():
                                            r"dimension.*grad_output\[0\] has a shape of "
                                            r"torch.Size\(\[\]\)"):
         torch.autograd.grad(x * 2, x, torch.ones(3), is_grads_batched=True)
+
+
+_REENTRANT = """
+import sys
+import ember
+sys.setrecursionlimit(100000)
+
+
+def make(n):
+    class Nested(ember.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 3
+
+        @staticmethod
+        def backward(ctx, g):
+            if n > 0:
+                with ember.enable_grad():
+                    z = ember.ones(1, requires_grad=True)
+                    make(n - 1).apply(z).sum().backward()
+            return g * 3
+    return Nested
+
+
+x = ember.ones(1, requires_grad=True)
+try:
+    make(int(sys.argv[1])).apply(x).sum().backward()
+    print("grad", x.grad.item())
+except RuntimeError as e:
+    print("refused", type(e).__name__, str(e)[:80])
+x2 = ember.ones(2, requires_grad=True)
+(x2 * 5).sum().backward()
+print("after", x2.grad.tolist())
+"""
+
+
+@pytest.mark.parametrize("depth, expect", [
+    (40, "grad 3.0"),
+    (2500, "refused RuntimeError backward: reentrant backward calls (a backward run from a hook"),
+])
+def test_deeply_reentrant_backward_is_refused_instead_of_crashing(depth, expect):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _REENTRANT, str(depth)], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]  # (was -11, a segfault, at 2500)
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith(expect)
+    assert lines[1] == "after [5.0, 5.0]"  # the engine still works afterwards

@@ -587,12 +587,35 @@ struct CompareSeq {
     return a->sequence_nr < b->sequence_nr;  // newest node first
   }
 };
+
+// A backward run from inside another one (a hook or a custom Function's backward calling
+// backward) runs on the same thread's stack; each level takes a few KB of C++ and Python
+// frames, so past this depth (about 2000 levels overflowed an 8 MB stack) it is refused
+// instead of crashing.
+constexpr int kMaxReentrantDepth = 1000;
+thread_local int t_reentrant_depth = 0;
+
+struct ReentrantDepthGuard {
+  ReentrantDepthGuard() {
+    EMBER_CHECK(t_reentrant_depth < kMaxReentrantDepth,
+                "backward: reentrant backward calls (a backward run from a hook or a custom "
+                "Function's backward while another backward runs) are nested more than ",
+                kMaxReentrantDepth,
+                " levels deep; ember runs them on the calling thread's stack, which deeper "
+                "nesting would overflow");
+    ++t_reentrant_depth;
+  }
+  ~ReentrantDepthGuard() { --t_reentrant_depth; }
+  ReentrantDepthGuard(const ReentrantDepthGuard&) = delete;
+  ReentrantDepthGuard& operator=(const ReentrantDepthGuard&) = delete;
+};
 }  // namespace
 
 std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
                                  const std::vector<Tensor>& grad_outputs, bool keep_graph,
                                  bool create_graph, const std::vector<Tensor>& inputs,
                                  bool allow_unused, bool accumulate) {
+  ReentrantDepthGuard depth;
   EMBER_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: got ",
               outputs.size(), " tensors and ", grad_outputs.size(), " gradients");
   std::vector<Edge> roots;
