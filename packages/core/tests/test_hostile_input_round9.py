@@ -39,6 +39,11 @@ A backward run from inside another backward (a custom Function's backward or a h
 a segfault. Past 1000 levels it is now a RuntimeError that says why (PyTorch moves deep
 reentrant backwards to other threads; ember runs them on the caller's stack).
 
+A custom Function whose backward returned a meta tensor for a CPU input failed while copying it
+("Cannot copy out of meta tensor; no data!", a NotImplementedError naming neither the Function
+nor the devices); it is now PyTorch's RuntimeError "Function XBackward returned an invalid
+gradient at index 0 - expected device cpu but got meta".
+
 The rest of round 9: packages/nn/tests/test_nn_hostile_round9.py and
 packages/data/tests/test_data_hostile_round9.py.
 """
@@ -379,3 +384,46 @@ def test_deeply_reentrant_backward_is_refused_instead_of_crashing(depth, expect)
     lines = r.stdout.splitlines()
     assert lines[0].startswith(expect)
     assert lines[1] == "after [5.0, 5.0]"  # the engine still works afterwards
+
+
+class _MetaGrad(E.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        return a * b
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2, g.to("meta")
+
+
+def test_a_function_returning_a_meta_gradient_is_named():
+    a = E.ones(2, requires_grad=True)
+    b = E.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"Function _MetaGradBackward returned an invalid "
+                                           r"gradient at index 1 - expected device cpu but got "
+                                           r"meta"):
+        _MetaGrad.apply(a, b).sum().backward()
+    # only b's gradient was wrong; on meta inputs a meta gradient is right
+    am = E.ones(2, device="meta", requires_grad=True)
+    bm = E.ones(2, device="meta", requires_grad=True)
+    _MetaGrad.apply(am, bm).sum().backward()
+    assert am.grad.device.type == "meta" and tuple(bm.grad.shape) == (2,)
+
+
+def test_torch_names_the_meta_gradient_the_same_way():
+    torch = pytest.importorskip("torch")
+
+    class MetaGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a * b
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2, g.to("meta")
+
+    a = torch.ones(2, requires_grad=True)
+    b = torch.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="returned an invalid gradient at index 1 - expected "
+                                           "device cpu but got meta"):
+        MetaGrad.apply(a, b).sum().backward()
