@@ -587,6 +587,28 @@ struct CompareSeq {
     return a->sequence_nr < b->sequence_nr;  // newest node first
   }
 };
+
+// A backward run from inside another one (a hook or a custom Function's backward calling
+// backward) runs on the same thread's stack; each level takes a few KB of C++ and Python
+// frames, so past this depth (about 2000 levels overflowed an 8 MB stack) it is refused
+// instead of crashing.
+constexpr int kMaxReentrantDepth = 1000;
+thread_local int t_reentrant_depth = 0;
+
+struct ReentrantDepthGuard {
+  ReentrantDepthGuard() {
+    EMBER_CHECK(t_reentrant_depth < kMaxReentrantDepth,
+                "backward: reentrant backward calls (a backward run from a hook or a custom "
+                "Function's backward while another backward runs) are nested more than ",
+                kMaxReentrantDepth,
+                " levels deep; ember runs them on the calling thread's stack, which deeper "
+                "nesting would overflow");
+    ++t_reentrant_depth;
+  }
+  ~ReentrantDepthGuard() { --t_reentrant_depth; }
+  ReentrantDepthGuard(const ReentrantDepthGuard&) = delete;
+  ReentrantDepthGuard& operator=(const ReentrantDepthGuard&) = delete;
+};
 }  // namespace
 
 namespace {
@@ -622,6 +644,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
                                  const std::vector<Tensor>& grad_outputs, bool keep_graph,
                                  bool create_graph, const std::vector<Tensor>& inputs,
                                  bool allow_unused, bool accumulate) {
+  ReentrantDepthGuard depth;
   EMBER_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: got ",
               outputs.size(), " tensors and ", grad_outputs.size(), " gradients");
   std::vector<Edge> roots;
@@ -649,6 +672,13 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
       EMBER_CHECK_KIND(differentiable(g->dtype()), Type, "backward: grad_output[", i,
                        "] must be a floating point tensor like output[", i, "] (",
                        dtype_name(t->dtype()), "), got ", dtype_name(g->dtype()));
+      // a complex seed for a real output (or a real one for a complex output) has no single
+      // meaning: casting would drop the imaginary part silently
+      EMBER_CHECK(is_complex(g->dtype()) == is_complex(t->dtype()),
+                  "For complex Tensors, both grad_output and output are required to have the same "
+                  "dtype. Mismatch in dtype: grad_output[",
+                  i, "] has a dtype of ember.", dtype_name(g->dtype()), " and output[", i,
+                  "] has a dtype of ember.", dtype_name(t->dtype()), ".");
       if (g->dtype() != t->dtype()) g = ops::_to_dtype(g, t->dtype(), false);
     }
     roots.push_back(e);

@@ -74,6 +74,11 @@ Tensor PyNode::check_grad(const Tensor& g, size_t arg, const autograd::InputMeta
     EMBER_FAIL(Runtime, "Function ", name_, " returned an invalid gradient at index ", arg,
                " - got ", shape_str(g->sizes()), " but expected shape compatible with ",
                shape_str(m.sizes));
+  // a meta gradient has no data to move to the input's device (PyTorch's words; other device
+  // changes are moved, as before)
+  if (g->device().is_meta() && !m.device.is_meta())
+    EMBER_FAIL(Runtime, "Function ", name_, " returned an invalid gradient at index ", arg,
+               " - expected device ", m.device.str(), " but got ", g->device().str());
   return autograd::reduce_grad(g, m);  // sums broadcast dims, casts to the input's dtype
 }
 

@@ -136,6 +136,12 @@ def _allowed() -> dict[str, Any]:
     import ember
 
     allowed["ember._size.Size"] = ember.Size
+    # the namedtuples ember's ops return (values, indices): plain data, as safe as a tuple
+    import ember.return_types as rt
+
+    for name, cls in vars(rt).items():
+        if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
+            allowed[f"{cls.__module__}.{cls.__qualname__}"] = cls
     with _lock:
         for e in _user_safe:
             name, obj = _global_name(e)
@@ -154,9 +160,11 @@ def pickle_globals(data: bytes) -> list[str]:
 
     found: dict[str, None] = {}
     stream = io.BytesIO(data)
+    # ember.save's pickles share one memo (one Pickler, one Unpickler): a later pickle may name
+    # its module by a BINGET of a string an earlier one memoized
+    memo: dict[int, Any] = {}
     while stream.tell() < len(data):
         strings: list[Any] = []
-        memo: dict[int, Any] = {}
         top: Any = None  # the last value pushed, when it is a string (what memo ops store)
         for op, arg, _ in pickletools.genops(stream):
             name = op.name

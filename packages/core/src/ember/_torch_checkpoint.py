@@ -237,6 +237,7 @@ class _Loader:
             "torch.Tensor": ember.Tensor,
             "torch.serialization._get_layout": _layout,
             "collections.OrderedDict": collections.OrderedDict,
+            "collections.Counter": collections.Counter,  # (torch's weights_only loads it too)
             "torch.Size": lambda *a: ember.Size(*a),
             "torch.device": ember.device,
             "builtins.set": set, "builtins.frozenset": frozenset, "builtins.complex": complex,

@@ -205,13 +205,16 @@ class _Writer:
                     "ember's checkpoint format stores data; save its shape and dtype instead, or "
                     "materialize it first (module.to_empty(device='cpu'))")
             return {"$tensor": self.tensor(obj)}
-        if isinstance(obj, (bytes, bytearray)):
+        if type(obj) is bytes:
             return {"$bytes": obj.hex()}
         if isinstance(obj, ember.dtype):
             return {"$dtype": _dtype_name(obj)}
         if isinstance(obj, ember.device):
             return {"$device": str(obj)}
-        if isinstance(obj, (list, tuple, dict)) and not _is_user_namedtuple(obj):
+        # only the plain containers are tree nodes: a subclass (ember.Size, a bytearray, a
+        # Counter or defaultdict, a return type, a program's own dict or list class) is pickled,
+        # so that it loads as itself instead of silently as its base class
+        if type(obj) in _NATIVE_CONTAINERS:
             if id(obj) in active:
                 raise ValueError(f"ember.save: the object contains itself at {path}")
             active.add(id(obj))
@@ -233,12 +236,7 @@ class _Writer:
         return _objects.encode_object(self, obj, path)
 
 
-def _is_user_namedtuple(obj: Any) -> bool:
-    """A namedtuple of the program's own (not one of ember's return types): pickled, so that
-    it loads as itself, and under weights_only only once allow-listed (as PyTorch does)."""
-    cls = type(obj)
-    return (cls is not tuple and isinstance(obj, tuple) and hasattr(cls, "_fields")
-            and not (getattr(cls, "__module__", "") or "").startswith("ember"))
+_NATIVE_CONTAINERS = (list, tuple, dict, collections.OrderedDict)
 
 
 def _pad(n: int) -> int:

@@ -251,6 +251,17 @@ def grad(
         if len(sizes) != 1 or -1 in sizes:
             raise RuntimeError("grad: with is_grads_batched=True every grad_output needs the "
                                f"same batch size along dim 0, got {sorted(sizes)}")
+        # checked before any backward runs (PyTorch's words: the shape named is the one after
+        # the batch dim)
+        for i, (g, o) in enumerate(zip(grads, outs)):
+            if tuple(g.shape[1:]) != tuple(o.shape):
+                raise RuntimeError(
+                    "If `is_grads_batched=True`, we interpret the first dimension of each "
+                    "grad_output as the batch dimension. The sizes of the remaining dimensions "
+                    "are expected to match the shape of corresponding output, but a mismatch "
+                    f"was detected: grad_output[{i}] has a shape of {tuple(g.shape[1:])} and "
+                    f"output[{i}] has a shape of {tuple(o.shape)}. If you only want some "
+                    "tensors in `grad_output` to be considered batched, consider using vmap.")
         n = sizes.pop()
         rows = [_grad_once(outs, [g[i] for g in grads], keep or i < n - 1, create_graph, ins,
                            unused_ok) for i in range(n)]

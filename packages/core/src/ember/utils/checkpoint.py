@@ -103,14 +103,20 @@ class _Handle:
 class _Frame:
     """One checkpointed call: everything needed to recompute it, and the recomputed tensors."""
 
-    def __init__(self, fn: Callable, args: tuple, kwargs: dict, rng: _RngState) -> None:
+    def __init__(self, fn: Callable, args: tuple, kwargs: dict, rng: _RngState,
+                 check: bool = True) -> None:
         self.fn, self.args, self.kwargs, self.rng = fn, args, kwargs, rng
         self.count = 0
         self.recomputed: dict[int, Tensor] = {}
+        # shape/dtype/device of each saved tensor (determinism_check="default"): a recomputation
+        # that saves something else is named here, not as a shape error deep in backward
+        self.meta: list[dict] | None = [] if check else None
 
     def pack(self, t: Tensor) -> _Handle:
         h = _Handle(self, self.count)
         self.count += 1
+        if self.meta is not None:
+            self.meta.append(_metadata(t))
         return h
 
     def recompute(self) -> None:
@@ -134,7 +140,24 @@ class _Frame:
                 f"checkpoint: recomputing {getattr(self.fn, '__name__', self.fn)!r} saved "
                 f"{len(store)} tensors for backward but the original forward saved {self.count}; "
                 "the checkpointed function must run the same ops each time it is called")
+        if self.meta is not None:
+            self._check_metadata(store)
         self.recomputed = store
+
+    def _check_metadata(self, store: dict[int, Tensor]) -> None:
+        diffs = []
+        for i, saved in enumerate(self.meta):
+            now = _metadata(store[i])
+            if now != saved:
+                diffs.append(f"tensor at position {i}:\nsaved metadata: {saved}\n"
+                             f"recomputed metadata: {now}")
+        if diffs:
+            raise CheckpointError(
+                f"checkpoint: recomputing {getattr(self.fn, '__name__', self.fn)!r} gave "
+                "tensors with different metadata than during the forward pass (the "
+                "checkpointed function must compute the same shapes, dtypes and devices each "
+                "time it is called; determinism_check='none' skips this check).\n"
+                + "\n".join(diffs))
 
     def unpack(self, h: _Handle) -> Tensor:
         if h.index not in self.recomputed:
@@ -142,8 +165,16 @@ class _Frame:
         return self.recomputed.pop(h.index)
 
 
+def _metadata(t: Tensor) -> dict:
+    try:
+        shape = tuple(t.shape)
+    except RuntimeError:  # a strided nested tensor has no single shape
+        shape = None
+    return {"shape": shape, "dtype": t.dtype, "device": t.device}
+
+
 def _non_reentrant(fn: Callable, preserve_rng_state: bool, args: tuple, kwargs: dict,
-                   first: Callable | None = None):
+                   first: Callable | None = None, check: bool = True):
     """``fn`` runs under saved-tensor hooks that recompute by calling ``fn`` again (``first``,
     when given, is what runs the first time)."""
     hooks = _saved_tensors_hooks()
@@ -152,7 +183,7 @@ def _non_reentrant(fn: Callable, preserve_rng_state: bool, args: tuple, kwargs: 
         if fn_cls is None or kwargs:
             raise _missing("ember.autograd.graph.saved_tensors_hooks")
         return _reentrant(fn, preserve_rng_state, args)
-    frame = _Frame(fn, args, kwargs, _RngState(preserve_rng_state))
+    frame = _Frame(fn, args, kwargs, _RngState(preserve_rng_state), check)
 
     def unpack(h: _Handle) -> Tensor:
         return h.frame.unpack(h)
@@ -679,8 +710,10 @@ def checkpoint(fn: Callable, *args: Any, use_reentrant: bool = False,
                 return fn(*a, **k)
 
         with forward_ctx:
-            return _non_reentrant(recompute, preserve_rng_state, args, kwargs, first=fn)
-    return _non_reentrant(fn, preserve_rng_state, args, kwargs)
+            return _non_reentrant(recompute, preserve_rng_state, args, kwargs, first=fn,
+                                  check=determinism_check == "default")
+    return _non_reentrant(fn, preserve_rng_state, args, kwargs,
+                          check=determinism_check == "default")
 
 
 def checkpoint_sequential(functions: Iterable[Callable] | Any, segments: int, input: Any,

@@ -150,6 +150,9 @@ class DataLoader:
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
         self.in_order = in_order
+        # what len(self) last reported for an IterableDataset (PyTorch's attribute name): the
+        # iterators warn when more batches than that come out
+        self._IterableDataset_len_called: int | None = None
 
         if isinstance(dataset, IterableDataset):
             self._dataset_kind = "iterable"
@@ -275,8 +278,10 @@ class DataLoader:
             length = len(self.dataset)  # type: ignore[arg-type]
             if self.batch_size is not None:
                 if self.drop_last:
-                    return length // self.batch_size
-                return -(-length // self.batch_size)
+                    length = length // self.batch_size
+                else:
+                    length = -(-length // self.batch_size)
+            self._IterableDataset_len_called = length
             return length
         return len(self._index_sampler)
 
@@ -322,6 +327,12 @@ class _BaseIter:
                           "then device pinned memory won't be used.", stacklevel=3)
         self._timeout = loader.timeout
         self._num_yielded = 0
+        self._loader_num_workers = loader.num_workers
+        # each worker may end on its own partial batch, so a correctly split dataset can give up
+        # to num_workers - 1 batches more than len(dataloader) says
+        self._len_slack = (loader.num_workers - 1 if loader.num_workers > 0 and self._auto_collation
+                           and not self._drop_last else 0)
+        self._reported_len = loader._IterableDataset_len_called if self._iterable else None
         self._shutdown = False
         self._sampler_iter = iter(self._index_sampler)
         gen = loader.generator if loader.generator is not None else ember.default_generator
@@ -337,6 +348,25 @@ class _BaseIter:
     def _reset(self, loader: DataLoader) -> None:
         self._sampler_iter = iter(self._index_sampler)
         self._num_yielded = 0
+        self._reported_len = loader._IterableDataset_len_called if self._iterable else None
+
+    def _count_yield(self) -> None:
+        self._num_yielded += 1
+        # An IterableDataset that yields more than len(dataloader) said: most often one that
+        # does not split its samples between the workers, so each worker yields all of them
+        # and every sample comes several times (PyTorch warns the same).
+        if (self._reported_len is not None
+                and self._num_yielded == self._reported_len + self._len_slack + 1):
+            msg = (f"Length of IterableDataset {self._dataset} was reported to be "
+                   f"{self._reported_len} (when accessing len(dataloader)), but "
+                   f"{self._num_yielded} {'batches' if self._auto_collation else 'samples'} "
+                   "have been fetched. ")
+            if self._loader_num_workers > 0:
+                msg += ("For multiprocessing data-loading, this could be caused by not properly "
+                        "configuring the IterableDataset replica at each worker (each worker "
+                        "iterates its own copy of the dataset: split the samples with "
+                        "ember.utils.data.get_worker_info()).")
+            warnings.warn(msg, UserWarning, stacklevel=3)
 
 
 class _SingleProcessIter(_BaseIter):
@@ -362,7 +392,7 @@ class _SingleProcessIter(_BaseIter):
             if hasattr(exc, "add_note"):
                 exc.add_note(f"(while the DataLoader was fetching sample index {e.index!r})")
             raise exc.with_traceback(exc.__traceback__) from None
-        self._num_yielded += 1
+        self._count_yield()
         if self._pin_memory:
             data = pin_memory(data, self._pin_memory_device)
         return data
@@ -677,7 +707,7 @@ class _MultiProcessIter(_BaseIter):
         self._try_put_index()
         if isinstance(data, _ExceptionWrapper):
             data.reraise()
-        self._num_yielded += 1
+        self._count_yield()
         return data  # pinned by the pin thread
 
     def _shutdown_workers(self, graceful: bool = True) -> None:

@@ -349,6 +349,15 @@ class Optimizer:
         group["params"] = params
         if names is not None:
             group["param_names"] = names
+        if self.param_groups and ("param_names" in self.param_groups[0]) != ("param_names" in group):
+            # state_dict() keys the state by name or by position: one optimizer cannot mix both
+            had = "with" if "param_names" in self.param_groups[0] else "without"
+            new = "with" if "param_names" in group else "without"
+            raise ValueError(
+                f"{name}: all optimizer param groups should be with/without names "
+                f"(the existing groups are {had} names); cannot add a param group {new} names "
+                "to the optimizer"
+            )
         for key, default in self.defaults.items():
             if default is required and key not in group:
                 raise ValueError(

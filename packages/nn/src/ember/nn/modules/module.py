@@ -1208,34 +1208,35 @@ class Module:
             pre_hooks = self._get_backward_pre_hooks()
         if self._backward_hooks or _global_backward_hooks:
             full_hooks, old_hooks = self._get_backward_hooks()
-        for hid, hook in (*_global_forward_pre_hooks.items(), *self._forward_pre_hooks.items()):
-            if hid in self._forward_pre_hooks_with_kwargs:
-                res = hook(self, args, kwargs)
-                if res is not None:
-                    if not (isinstance(res, tuple) and len(res) == 2):
-                        raise RuntimeError(
-                            "forward pre-hook registered with with_kwargs=True must return None "
-                            f"or a tuple of (new_args, new_kwargs), but got {res!r}"
-                        )
-                    args, kwargs = res
-            else:
-                res = hook(self, args)
-                if res is not None:
-                    args = res if isinstance(res, tuple) else (res,)
-        bw_hook = None
-        if full_hooks or pre_hooks:
-            bw_hook = _BackwardHook(self, full_hooks, pre_hooks)
-            args = bw_hook.setup_input_hook(args)
         called: set[int] = set()
         result = None
-        forward_hooks = (*_global_forward_hooks.items(), *self._forward_hooks.items())
+        # (the always_call forward hooks run also when a forward pre-hook raises, as in PyTorch:
+        # they are what programs clean up in)
         try:
+            for hid, hook in (*_global_forward_pre_hooks.items(), *self._forward_pre_hooks.items()):
+                if hid in self._forward_pre_hooks_with_kwargs:
+                    res = hook(self, args, kwargs)
+                    if res is not None:
+                        if not (isinstance(res, tuple) and len(res) == 2):
+                            raise RuntimeError(
+                                "forward pre-hook registered with with_kwargs=True must return "
+                                f"None or a tuple of (new_args, new_kwargs), but got {res!r}"
+                            )
+                        args, kwargs = res
+                else:
+                    res = hook(self, args)
+                    if res is not None:
+                        args = res if isinstance(res, tuple) else (res,)
+            bw_hook = None
+            if full_hooks or pre_hooks:
+                bw_hook = _BackwardHook(self, full_hooks, pre_hooks)
+                args = bw_hook.setup_input_hook(args)
             result = self.forward(*args, **kwargs)
-            for hid, hook in forward_hooks:
+            for hid, hook in (*_global_forward_hooks.items(), *self._forward_hooks.items()):
                 called.add(hid)
                 result = self._run_forward_hook(hid, hook, args, kwargs, result)
         except Exception:
-            for hid, hook in forward_hooks:
+            for hid, hook in (*_global_forward_hooks.items(), *self._forward_hooks.items()):
                 if hid in called or not (
                     hid in self._forward_hooks_always_called
                     or hid in _global_forward_hooks_always_called
