@@ -56,6 +56,8 @@ PROGRAMS = {
     "comm_debug_mode": (1e-4, 1e-5),
     "fsdp2_comm_counts": (1e-4, 1e-5),
     "tp_embedding_rowwise": (1e-4, 1e-5),
+    "tp_llama_block": (1e-4, 1e-5),
+    "dcp_reshard": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

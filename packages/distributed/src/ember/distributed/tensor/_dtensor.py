@@ -468,7 +468,7 @@ erfc erfinv exp exp2 expm1 fill float_power floor floor_divide fmod frac ge gelu
 hardswish hardtanh isfinite isinf isnan le leaky_relu lerp log log10 log1p log2 logical_and
 logical_not logical_or logical_xor logit lt maximum minimum mish mul nan_to_num ne neg pow
 reciprocal relu remainder round rsqrt rsub sgn sigmoid sign signbit silu sin sinh softplus sqrt
-square sub tan tanh threshold true_divide trunc where xlogy zero _to_copy to copy
+square sub tan tanh threshold true_divide trunc where xlogy zero _to_copy _to_dtype to copy
 gelu_backward silu_backward sigmoid_backward tanh_backward threshold_backward
 """.split())
 _LIKE = frozenset("""clone detach alias empty_like zeros_like ones_like full_like rand_like
@@ -531,6 +531,24 @@ def _tensor_leaves(c: _Call) -> list[ember.Tensor]:
     return [a for a in tree_leaves(c.args, c.kwargs) if isinstance(a, ember.Tensor)]
 
 
+def _cast_keeps_partial(c: _Call, p: Placement) -> bool:
+    """A dtype cast of a Partial stays Partial (as torch's) unless the cast would change the
+    reduction: to bool, or a floating sum / avg to an integer type."""
+    if c.name not in ("_to_dtype", "_to_copy", "to") or not isinstance(p, Partial):
+        return False
+    target = c.kwargs.get("dtype")
+    if target is None:
+        target = next((a for a in c.args[1:] if isinstance(a, ember.dtype)), None)
+    src = c.ds[0].dtype
+    if target is None or target == src:
+        return True
+    if target == ember.bool:
+        return False
+    if p.reduce_op in ("max", "min"):
+        return True
+    return not (src.is_floating_point and not target.is_floating_point)
+
+
 def _pointwise_rule(c: _Call, m: int) -> Any:
     pl = c.at(m)
     nd = max(t.ndim for t in _tensor_leaves(c))
@@ -552,7 +570,8 @@ def _pointwise_rule(c: _Call, m: int) -> Any:
                 and _is_plain_sum(pl[0]) and "alpha" not in c.kwargs) or (
                 c.name in _SCALE_PARTIAL and len(c.ds) == 1 and _is_plain_sum(pl[0])
                 and c.args[0] is c.ds[0] and c.kwargs.get("rounding_mode") is None) or (
-                c.name == "neg" and _is_plain_sum(pl[0])):
+                c.name == "neg" and _is_plain_sum(pl[0])) or (
+                len(c.ds) == 1 and _cast_keeps_partial(c, pl[0])):
             return pl, pl[0]
     out = next((dataclasses.replace(p, dim=p.dim + nd - d.ndim) for p, d in zip(pl, c.ds)
                 if isinstance(p, Shard)),
