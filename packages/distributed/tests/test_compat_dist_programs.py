@@ -58,6 +58,8 @@ PROGRAMS = {
     "tp_embedding_rowwise": (1e-4, 1e-5),
     "tp_llama_block": (1e-4, 1e-5),
     "dcp_reshard": (1e-4, 1e-5),
+    "ddp_features": (1e-4, 1e-5),
+    "eval_collectives": (1e-5, 1e-6),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 
