@@ -1149,7 +1149,7 @@ def _class_loss_rule(c: _Call, m: int) -> Any:
 
 _RULES: dict[str, _Rule] = {
     "sum": _reduce_rule, "mean": _reduce_rule, "amax": _reduce_rule, "amin": _reduce_rule,
-    "max": _reduce_rule, "min": _reduce_rule, "linalg_vector_norm": _reduce_rule,
+    "max": _max_min_rule, "min": _max_min_rule, "linalg_vector_norm": _reduce_rule,
     "norm": _reduce_rule,
     "mm": _matmul_rule, "addmm": _matmul_rule, "matmul": _matmul_rule,
     "t": _transpose_rule, "transpose": _transpose_rule, "permute": _transpose_rule,
@@ -1169,7 +1169,6 @@ _RULES: dict[str, _Rule] = {
     "convolution": _convolution_rule, "convolution_backward": _convolution_rule,
     **{name: _random_fill_rule for name in _RANDOM if not name.endswith("_like")},
     **{name: _along_dim_rule for name in _ALONG_DIM if name not in ("max", "min")},
-    "max": _max_min_rule, "min": _max_min_rule,
     **{name: _dims_reduce_rule for name in ("var", "std", "var_mean", "std_mean", "logsumexp",
                                             "all", "any")},
     **{name: _new_factory_rule for name in ("new_zeros", "new_ones", "new_empty", "new_full")},
