@@ -81,6 +81,20 @@ def _dtensor_worker(rank: int, init: str, conn: Any) -> None:
             return y
 
         record("masked_fill_", fill)
+        # ops that move elements along other dims only
+        record("flip", lambda: ember.flip(x, dims=[2]))
+        record("flip_split", lambda: ember.flip(x, dims=[1]))
+        record("roll", lambda: ember.roll(x, 1, dims=2))
+        record("pad", lambda: F.pad(x, (1, 2)))
+        record("repeat_interleave", lambda: x.repeat_interleave(2, dim=2))
+        record("prod", lambda: x.prod(-1))
+        record("count_nonzero", lambda: ember.count_nonzero(x > 0, dim=-1))
+        record("normalize", lambda: F.normalize(x, dim=-1))
+        wt = distribute_tensor(ember.linspace(-1.0, 1.0, 40).reshape(5, 8), mesh, [Replicate()])
+        # (no grad needed, no dispatch mode on: ember runs it as one matmul)
+        z = ember.matmul(x, wt.t())
+        out["matmul_nd"] = {"placements": [str(z.placements[0])],
+                            "value": [z.full_tensor().tolist()], "counts": {}}
         # the mean over a split dim, even and uneven
         record("mean_even", lambda: x.mean())
         odd = distribute_tensor(ember.arange(10.0).reshape(5, 2), mesh, [Shard(0)])
@@ -190,6 +204,21 @@ def test_layouts_kept_without_collectives(dtensor_results):
     _expect(r, "unflatten", ["S(1)"], [X.reshape(2, 6, 2, 4)])
     _expect(r, "new_zeros", ["R"], [np.zeros((3, 2))])
     _expect(r, "masked_fill_", ["S(1)"], [np.where(X > 1.0, 0.5, X)])
+
+
+def test_ops_along_other_dims_keep_the_shard(dtensor_results):
+    r = dtensor_results[0]
+    _expect(r, "flip", ["S(1)"], [X[:, :, ::-1]])
+    _expect(r, "flip_split", ["R"], [X[:, ::-1]], {"c10d_functional.all_gather_into_tensor": 1})
+    _expect(r, "roll", ["S(1)"], [np.roll(X, 1, axis=2)])
+    _expect(r, "pad", ["S(1)"], [np.pad(X, ((0, 0), (0, 0), (1, 2)))])
+    _expect(r, "repeat_interleave", ["S(1)"], [np.repeat(X, 2, axis=2)])
+    _expect(r, "prod", ["S(1)"], [X.astype(np.float64).prod(-1)])
+    _expect(r, "count_nonzero", ["S(1)"], [(X > 0).sum(-1)])
+    _expect(r, "normalize", ["S(1)"], [X / np.linalg.norm(X.astype(np.float64), axis=-1,
+                                                             keepdims=True)])
+    wt = np.linspace(-1.0, 1.0, 40).reshape(5, 8)
+    _expect(r, "matmul_nd", ["S(1)"], [X.astype(np.float64) @ wt.T])
 
 
 def test_mean_over_pieces(dtensor_results):

@@ -1,11 +1,12 @@
 """DTensor ops model code runs on sharded activations, on a 1-D mesh of 2 ranks (gloo):
 torch.nn.functional (gelu, silu, layer_norm with DTensor weights, rms_norm, softmax /
 log_softmax over the split and an unsplit dim, dropout in eval and with p=0, cross_entropy on a
-batch-split input), view / reshape / flatten / transpose / permute / unflatten across the
-split dim, cat / stack, argmax / max / topk / sort / cumsum, in-place ops (mul_, add_, clamp_,
-masked_fill_, copy_ between layouts), reductions to Partial, the DTensor factories and
-the *_like ops, with gradients through a chain of them. Records values, placements and the
-collectives CommDebugMode counts for each. Rank 0 writes OUT/result.json."""
+batch-split input), view / reshape / transpose / permute / unflatten, pad / flip / roll /
+repeat_interleave / normalize / expand_as beside the split dim, cat / stack, argmax / max /
+topk / sort / cumsum, in-place ops (mul_, add_, clamp_, masked_fill_, copy_ between layouts),
+reductions to Partial, the DTensor factories and the *_like ops, with gradients through a chain
+of them. Records values, placements and the collectives CommDebugMode counts for each. Rank 0
+writes OUT/result.json."""
 
 import argparse
 import json
@@ -104,6 +105,14 @@ def worker(rank, world_size, port, out):
         lambda: torch.cat([full, full * 2], dim=2))
     rec("stack", lambda: torch.stack([x, -x]), lambda: torch.stack([full, -full]))
 
+    rec("pad_last", lambda: F.pad(x, (1, 2)), lambda: F.pad(full, (1, 2)))
+    rec("flip_last", lambda: torch.flip(x, dims=[2]), lambda: torch.flip(full, dims=[2]))
+    rec("roll_last", lambda: torch.roll(x, 1, dims=2), lambda: torch.roll(full, 1, dims=2))
+    rec("repeat_interleave_last", lambda: x.repeat_interleave(2, dim=2),
+        lambda: full.repeat_interleave(2, dim=2))
+    rec("normalize_last", lambda: F.normalize(x, dim=-1), lambda: F.normalize(full, dim=-1))
+    rec("expand_as", lambda: x[:, :, :1].expand_as(x), lambda: full[:, :, :1].expand_as(full))
+
     # 3. index-returning and ordered ops
     rec("argmax_last", lambda: x.argmax(-1), lambda: full.argmax(-1))
     # (torch gathers twice here, ember once: the count is left out)
@@ -123,6 +132,9 @@ def worker(rank, world_size, port, out):
     rec("norm_last", lambda: torch.linalg.vector_norm(x, dim=-1),
         lambda: torch.linalg.vector_norm(full, dim=-1))
     rec("var_last", lambda: x.var(-1), lambda: full.var(-1))
+    rec("prod_last", lambda: x.prod(-1), lambda: full.prod(-1))
+    rec("count_nonzero_last", lambda: torch.count_nonzero(x > 0, dim=-1),
+        lambda: torch.count_nonzero(full > 0, dim=-1))
 
     # 5. in-place ops keep the layout
     def inplace():

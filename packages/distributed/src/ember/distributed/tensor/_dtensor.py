@@ -669,8 +669,29 @@ def _mean_over_shards(c: _Call, local_args: tuple, local_kwargs: dict,
                      dtype=local_kwargs.get("dtype")) / count
 
 
+def _batched_matmul_rule(a: DTensor, b: DTensor, m: int) -> Any:
+    """(..., n, k) @ (k, p): the leading and row dims split as a row split, the columns of b
+    as a column split, k on both sides as a partial product."""
+    pa, pb = a._spec.placements[m], b._spec.placements[m]
+    rep, last = Replicate(), a.ndim - 1
+    if isinstance(pa, Shard) and pa.dim < last and pb == rep:
+        return [pa, pb], pa
+    if pa == rep and pb == Shard(1):
+        return [pa, pb], Shard(last)
+    if pa == Shard(last) and pb == Shard(0):
+        return [pa, pb], Partial("sum")
+    if pa == rep and pb == rep:
+        return [pa, pb], rep
+    if _is_plain_sum(pa) and pb == rep or pa == rep and _is_plain_sum(pb):
+        return [pa, pb], Partial("sum")
+    return None
+
+
 def _matmul_rule(c: _Call, m: int) -> Any:
     a, b = (c.args[1], c.args[2]) if c.name == "addmm" else (c.args[0], c.args[1])
+    if c.name == "matmul" and isinstance(a, DTensor) and isinstance(b, DTensor) \
+            and a.ndim > 2 and b.ndim == 2 and a is not b:
+        return _batched_matmul_rule(a, b, m)
     if not (isinstance(a, DTensor) and isinstance(b, DTensor)) or a.ndim != 2 or b.ndim != 2:
         return None
     if a is b:
@@ -1147,6 +1168,49 @@ def _class_loss_rule(c: _Call, m: int) -> Any:
     return targets, ([out, px] if c.name == "_cross_entropy_loss" else out)
 
 
+def _keep_unless_dims_rule(c: _Call, m: int) -> Any:
+    """flip / roll / repeat_interleave / pad: the op moves elements along some dims only, so a
+    Shard of any other dim stays."""
+    d = c.args[0]
+    if not isinstance(d, DTensor) or len(c.ds) != 1:
+        return None
+    p = d._spec.placements[m]
+    if isinstance(p, Replicate):
+        return [p], p
+    if not isinstance(p, Shard):
+        return None
+    if c.name == "flip":
+        dims = _arg(c, 1, "dims")
+    elif c.name == "roll":
+        dims = _arg(c, 2, "dims")
+        if dims is None or dims == []:
+            return None  # rolls the flattened tensor
+    elif c.name == "repeat_interleave":
+        dims = _arg(c, 2, "dim")
+        if dims is None or isinstance(_arg(c, 1, "repeats"), ember.Tensor):
+            return None
+    else:  # pad: pairs from the last dim backwards
+        dims = [-(i + 1) for i in range(len(_arg(c, 1, "pad")) // 2)]
+    dims = [dims] if isinstance(dims, int) else dims
+    if p.dim in {int(i) % d.ndim for i in dims}:
+        return None
+    return [p], p
+
+
+def _expand_as_rule(c: _Call, m: int) -> Any:
+    """expand_as: a Shard of a dim that is not broadcast stays."""
+    d, other = c.args[0], c.args[1]
+    if not isinstance(d, DTensor) or not isinstance(other, DTensor) or len(c.ds) != 2:
+        return None
+    p = d._spec.placements[m]
+    if isinstance(p, Replicate):
+        return [p, p], p
+    if not isinstance(p, Shard) or d.shape[p.dim] == 1:
+        return None
+    out = dataclasses.replace(p, dim=p.dim + other.ndim - d.ndim)
+    return [p, out], out  # other cut alike, so that the pieces' shapes agree
+
+
 _RULES: dict[str, _Rule] = {
     "sum": _reduce_rule, "mean": _reduce_rule, "amax": _reduce_rule, "amin": _reduce_rule,
     "max": _max_min_rule, "min": _max_min_rule, "linalg_vector_norm": _reduce_rule,
@@ -1170,10 +1234,12 @@ _RULES: dict[str, _Rule] = {
     **{name: _random_fill_rule for name in _RANDOM if not name.endswith("_like")},
     **{name: _along_dim_rule for name in _ALONG_DIM if name not in ("max", "min")},
     **{name: _dims_reduce_rule for name in ("var", "std", "var_mean", "std_mean", "logsumexp",
-                                            "all", "any")},
+                                            "all", "any", "prod", "count_nonzero")},
     **{name: _new_factory_rule for name in ("new_zeros", "new_ones", "new_empty", "new_full")},
     "rms_norm": _rms_norm_rule, "_fused_rms_norm": _rms_norm_rule,
     "unflatten": _unflatten_rule,
+    **{name: _keep_unless_dims_rule for name in ("flip", "roll", "repeat_interleave", "pad")},
+    "expand_as": _expand_as_rule,
     **{name: _class_loss_rule for name in ("_cross_entropy_loss", "nll_loss",
                                            "_cross_entropy_loss_backward",
                                            "nll_loss_backward")},
