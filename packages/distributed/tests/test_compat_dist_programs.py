@@ -56,6 +56,11 @@ PROGRAMS = {
     "comm_debug_mode": (1e-4, 1e-5),
     "fsdp2_comm_counts": (1e-4, 1e-5),
     "tp_embedding_rowwise": (1e-4, 1e-5),
+    "tp_llama_block": (1e-4, 1e-5),
+    "dcp_reshard": (1e-4, 1e-5),
+    "ddp_features": (1e-4, 1e-5),
+    "eval_collectives": (1e-5, 1e-6),
+    "dtensor_nn_ops": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

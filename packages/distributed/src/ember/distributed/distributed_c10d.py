@@ -784,6 +784,49 @@ def new_subgroups_by_enumeration(ranks_per_subgroup_list: list[list[int]],
     return cur, subgroups
 
 
+def split_group(parent_pg: ProcessGroup | None = None, split_ranks: list | None = None,
+                timeout: timedelta | None = None, pg_options: Any = None,
+                group_desc: str | None = None, backend: str | None = None) -> ProcessGroup | None:
+    """Splits parent_pg (the world when None) into the disjoint groups of split_ranks (ranks
+    of the parent); returns this rank's group, or None when no split holds it. As torch's,
+    it needs a default group bound to a device (init_process_group(device_id=...)).
+
+    Example::
+
+        >>> dist.init_process_group("nccl", device_id=ember.device("cuda", rank))  # doctest: +SKIP
+        >>> half = dist.split_group(split_ranks=[[0, 1], [2, 3]])  # doctest: +SKIP
+    """
+    if not split_ranks:
+        raise ValueError("split_ranks cannot be None or empty")
+    d = _default()
+    if d.bound_device_id is None:
+        raise RuntimeError("No device associated with the default pg, not safe to split any "
+                           "process groups")
+    parent = _pg(parent_pg)
+    if parent is None:
+        raise ValueError(f"Global rank {_state.rank} is not part of the parent group "
+                         f"{parent_pg}")
+    if parent is not d:
+        # new_group needs every rank of the world, and ranks outside the parent do not call
+        raise NotImplementedError("split_group: ember splits only the default group; make "
+                                  "the subgroups with new_group from every rank")
+    seen: set[int] = set()
+    for ranks in split_ranks:
+        for r in ranks:
+            if r in seen or not 0 <= r < parent.size():
+                raise ValueError(f"split_group: split_ranks {split_ranks} must be disjoint "
+                                 f"lists of the parent's {parent.size()} ranks")
+            seen.add(r)
+    mine = None
+    for i, ranks in enumerate(split_ranks):
+        g = new_group([parent.ranks[r] for r in ranks], timeout=timeout, backend=backend,
+                      pg_options=pg_options,
+                      group_desc=f"{group_desc}_{i}" if group_desc else None)
+        if g is not GroupMember.NON_GROUP_MEMBER:
+            mine = g
+    return mine
+
+
 def get_pg_count() -> int:
     """How many process groups this process made (the default one and those of new_group)."""
     return 0 if _state.default is None else 1 + _state.n_groups
@@ -1764,6 +1807,7 @@ __all__ = [
     "is_backend_available", "is_gloo_available", "is_initialized", "is_mpi_available",
     "is_nccl_available", "is_torchelastic_launched", "is_ucc_available", "is_xccl_available",
     "isend", "monitored_barrier", "new_group", "new_subgroups", "new_subgroups_by_enumeration",
+    "split_group",
     "recv", "recv_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor", "scatter",
     "scatter_object_list", "send", "send_object_list", "set_debug_level",
     "set_debug_level_from_env",

@@ -14,9 +14,19 @@ Example (2 ranks)::
 """
 
 from ..device_mesh import DeviceMesh, init_device_mesh
-from ._dtensor import DTensor, distribute_module, distribute_tensor, empty, full, ones, zeros
+from ._dtensor import (
+    DTensor,
+    distribute_module,
+    distribute_tensor,
+    empty,
+    full,
+    ones,
+    rand,
+    randn,
+    zeros,
+)
 from .placement_types import Partial, Placement, Replicate, Shard
 
 __all__ = ["DTensor", "DeviceMesh", "Partial", "Placement", "Replicate", "Shard",
            "distribute_module", "distribute_tensor", "empty", "full", "init_device_mesh",
-           "ones", "zeros"]
+           "ones", "rand", "randn", "zeros"]

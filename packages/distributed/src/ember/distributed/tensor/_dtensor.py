@@ -468,16 +468,17 @@ erfc erfinv exp exp2 expm1 fill float_power floor floor_divide fmod frac ge gelu
 hardswish hardtanh isfinite isinf isnan le leaky_relu lerp log log10 log1p log2 logical_and
 logical_not logical_or logical_xor logit lt maximum minimum mish mul nan_to_num ne neg pow
 reciprocal relu remainder round rsqrt rsub sgn sigmoid sign signbit silu sin sinh softplus sqrt
-square sub tan tanh threshold true_divide trunc where xlogy zero _to_copy to copy
+square sub tan tanh threshold true_divide trunc where xlogy zero _to_copy _to_dtype to copy
+masked_fill
 gelu_backward silu_backward sigmoid_backward tanh_backward threshold_backward
 """.split())
-_LIKE = frozenset("""clone detach alias empty_like zeros_like ones_like full_like rand_like
+_LIKE = frozenset("""clone contiguous detach alias empty_like zeros_like ones_like full_like rand_like
 randn_like randint_like""".split())
 _REDUCE = {"sum": "sum", "mean": "sum", "amax": "max", "amin": "min", "max": "max",
            "min": "min", "linalg_vector_norm": "norm", "norm": "norm"}
 # ops through which a partial sum stays a partial sum
-_LINEAR_PARTIAL = frozenset({"add", "sub", "neg", "clone", "detach", "alias", "zeros_like",
-                             "empty_like"})
+_LINEAR_PARTIAL = frozenset({"add", "sub", "neg", "clone", "contiguous", "detach", "alias",
+                             "zeros_like", "empty_like"})
 _SCALE_PARTIAL = frozenset({"mul", "div", "true_divide"})  # by a number (no rounding_mode)
 
 
@@ -523,12 +524,34 @@ def _like_rule(c: _Call, m: int) -> Any:
     pl = c.at(m)
     p = pl[0]
     if isinstance(p, Partial) and c.name not in _LINEAR_PARTIAL:
+        if c.name.endswith("_like"):
+            # only the shape is read: a Replicate result made here, the Partial not reduced
+            # (the seed gradient of a partial loss costs no all-reduce)
+            return [p] + [Replicate()] * (len(pl) - 1), Replicate()
         p = Replicate()
     return [p] + [Replicate()] * (len(pl) - 1), p
 
 
 def _tensor_leaves(c: _Call) -> list[ember.Tensor]:
     return [a for a in tree_leaves(c.args, c.kwargs) if isinstance(a, ember.Tensor)]
+
+
+def _cast_keeps_partial(c: _Call, p: Placement) -> bool:
+    """A dtype cast of a Partial stays Partial (as torch's) unless the cast would change the
+    reduction: to bool, or a floating sum / avg to an integer type."""
+    if c.name not in ("_to_dtype", "_to_copy", "to") or not isinstance(p, Partial):
+        return False
+    target = c.kwargs.get("dtype")
+    if target is None:
+        target = next((a for a in c.args[1:] if isinstance(a, ember.dtype)), None)
+    src = c.ds[0].dtype
+    if target is None or target == src:
+        return True
+    if target == ember.bool:
+        return False
+    if p.reduce_op in ("max", "min"):
+        return True
+    return not (src.is_floating_point and not target.is_floating_point)
 
 
 def _pointwise_rule(c: _Call, m: int) -> Any:
@@ -552,7 +575,8 @@ def _pointwise_rule(c: _Call, m: int) -> Any:
                 and _is_plain_sum(pl[0]) and "alpha" not in c.kwargs) or (
                 c.name in _SCALE_PARTIAL and len(c.ds) == 1 and _is_plain_sum(pl[0])
                 and c.args[0] is c.ds[0] and c.kwargs.get("rounding_mode") is None) or (
-                c.name == "neg" and _is_plain_sum(pl[0])):
+                c.name == "neg" and _is_plain_sum(pl[0])) or (
+                len(c.ds) == 1 and _cast_keeps_partial(c, pl[0])):
             return pl, pl[0]
     out = next((dataclasses.replace(p, dim=p.dim + nd - d.ndim) for p, d in zip(pl, c.ds)
                 if isinstance(p, Shard)),
@@ -619,7 +643,20 @@ def _reduce_rule(c: _Call, m: int) -> Any:
     if kind == "norm":
         ord_ = c.args[1] if len(c.args) > 1 else c.kwargs.get("ord", c.kwargs.get("p", 2))
         return [p], _NormPartial(2.0 if ord_ is None else float(ord_))
+    if c.name == "mean" and _even_over(d, dims):
+        return [p], Partial("avg")  # as torch's: every piece's mean, averaged
     return [p], Partial(kind)
+
+
+def _even_over(d: DTensor, dims: list[int]) -> bool:
+    """Every rank's piece of d holds as many elements of dims as every other's (so the mean of
+    the pieces' means is the mean)."""
+    mesh = d._spec.mesh
+    split: dict[int, int] = {}
+    for m, p in enumerate(d._spec.placements):
+        if isinstance(p, Shard) and p.dim in dims:
+            split[p.dim] = split.get(p.dim, 1) * mesh.size(m)
+    return all(d.shape[i] % n == 0 for i, n in split.items())
 
 
 def _mean_over_shards(c: _Call, local_args: tuple, local_kwargs: dict,
@@ -632,8 +669,29 @@ def _mean_over_shards(c: _Call, local_args: tuple, local_kwargs: dict,
                      dtype=local_kwargs.get("dtype")) / count
 
 
+def _batched_matmul_rule(a: DTensor, b: DTensor, m: int) -> Any:
+    """(..., n, k) @ (k, p): the leading and row dims split as a row split, the columns of b
+    as a column split, k on both sides as a partial product."""
+    pa, pb = a._spec.placements[m], b._spec.placements[m]
+    rep, last = Replicate(), a.ndim - 1
+    if isinstance(pa, Shard) and pa.dim < last and pb == rep:
+        return [pa, pb], pa
+    if pa == rep and pb == Shard(1):
+        return [pa, pb], Shard(last)
+    if pa == Shard(last) and pb == Shard(0):
+        return [pa, pb], Partial("sum")
+    if pa == rep and pb == rep:
+        return [pa, pb], rep
+    if _is_plain_sum(pa) and pb == rep or pa == rep and _is_plain_sum(pb):
+        return [pa, pb], Partial("sum")
+    return None
+
+
 def _matmul_rule(c: _Call, m: int) -> Any:
     a, b = (c.args[1], c.args[2]) if c.name == "addmm" else (c.args[0], c.args[1])
+    if c.name == "matmul" and isinstance(a, DTensor) and isinstance(b, DTensor) \
+            and a.ndim > 2 and b.ndim == 2 and a is not b:
+        return _batched_matmul_rule(a, b, m)
     if not (isinstance(a, DTensor) and isinstance(b, DTensor)) or a.ndim != 2 or b.ndim != 2:
         return None
     if a is b:
@@ -981,9 +1039,181 @@ def _convolution_rule(c: _Call, m: int) -> Any:
     return targets, Shard(0)
 
 
+# ops that work along one dim (scans, sorts, arg-reductions): a Shard of any other dim stays
+# -> (position of dim, its default, whether the dim goes away without keepdim)
+_ALONG_DIM = {
+    "argmax": (1, None, True), "argmin": (1, None, True), "max": (1, None, True),
+    "min": (1, None, True), "median": (1, None, True), "mode": (1, -1, True),
+    "kthvalue": (2, -1, True), "sort": (1, -1, False), "argsort": (1, -1, False),
+    "topk": (2, -1, False), "cumsum": (1, None, False), "cumprod": (1, None, False),
+    "cummax": (1, None, False), "cummin": (1, None, False),
+    "logcumsumexp": (1, None, False),
+}
+_DIM_NAMES = {"argmax": "dim", "argmin": "dim", "max": "dim", "min": "dim", "median": "dim",
+              "mode": "dim", "kthvalue": "dim", "sort": "dim", "argsort": "dim", "topk": "dim"}
+
+
+def _along_dim_rule(c: _Call, m: int) -> Any:
+    d = c.args[0]
+    if not isinstance(d, DTensor) or len(c.ds) != 1 or d.ndim == 0:
+        return None
+    at, default, drops = _ALONG_DIM[c.name]
+    dim = _arg(c, at, _DIM_NAMES.get(c.name, "dim"), default)
+    if dim is None or isinstance(dim, (list, tuple)) or isinstance(dim, ember.Tensor):
+        return None  # over everything (or max(a, b)): not along one dim
+    dim = int(dim) % d.ndim
+    p = d._spec.placements[m]
+    if isinstance(p, Replicate):
+        return [p], p
+    if not isinstance(p, Shard) or p.dim == dim:
+        return None
+    keepdim = bool(_arg(c, at + 1, "keepdim", False)) if drops else True
+    return [p], dataclasses.replace(p, dim=p.dim - (not keepdim and p.dim > dim))
+
+
+def _max_min_rule(c: _Call, m: int) -> Any:
+    """max / min: over everything (a reduction), along a dim (values and indices)."""
+    if c.func.__name__ == f"{c.name}.default":
+        return _reduce_rule(c, m)
+    if c.func.__name__ == f"{c.name}.dim":
+        return _along_dim_rule(c, m)
+    return None
+
+
+def _dims_reduce_rule(c: _Call, m: int) -> Any:
+    """var / std / logsumexp / all / any over some dims: a Shard of another dim stays."""
+    d = c.args[0]
+    if not isinstance(d, DTensor) or len(c.ds) != 1:
+        return None
+    p = d._spec.placements[m]
+    if isinstance(p, Replicate):
+        return [p], p
+    if not isinstance(p, Shard):
+        return None
+    if len(c.args) > 1 and isinstance(c.args[1], bool):
+        return None  # var(unbiased): over everything
+    dims = _arg(c, 1, "dim")
+    dims = (range(d.ndim) if dims is None or dims == [] else
+            [dims] if isinstance(dims, int) else dims)
+    dims = {int(i) % max(d.ndim, 1) for i in dims}
+    if p.dim in dims:
+        return None
+    keepdim = bool(_arg(c, 3 if c.name in ("var", "std", "var_mean", "std_mean") else 2,
+                        "keepdim", False))
+    return [p], dataclasses.replace(p, dim=p.dim - (0 if keepdim else
+                                                    sum(1 for i in dims if i < p.dim)))
+
+
+def _new_factory_rule(c: _Call, m: int) -> Any:
+    """new_zeros / new_ones / new_empty / new_full: a Replicate tensor of the size asked for,
+    made on each rank (the source is not moved)."""
+    if c.args[0] is not c.ds[0] or len(c.ds) != 1:
+        return None
+    return [c.ds[0]._spec.placements[m]], Replicate()
+
+
+def _rms_norm_rule(c: _Call, m: int) -> Any:
+    x = c.args[0]
+    if not isinstance(x, DTensor):
+        return None
+    shape = c.args[1]
+    axis = x.ndim - (1 if isinstance(shape, int) else len(shape))
+    p = x._spec.placements[m]
+    if not isinstance(p, Shard) or p.dim >= axis:
+        return None
+    outs: Any = p if c.name == "rms_norm" else [p, p]
+    return [p if d is x else Replicate() for d in c.ds], outs
+
+
+def _unflatten_rule(c: _Call, m: int) -> Any:
+    d = c.args[0]
+    p = d._spec.placements[m]
+    if isinstance(p, Replicate):
+        return [p], p
+    if not isinstance(p, Shard):
+        return None
+    dim = int(c.args[1]) % d.ndim
+    if p.dim < dim:
+        return [p], p
+    if p.dim > dim:
+        return [p], dataclasses.replace(p, dim=p.dim + len(c.args[2]) - 1)
+    return None
+
+
+def _class_loss_rule(c: _Call, m: int) -> Any:
+    """cross_entropy / nll_loss of a batch split on dim 0 with its targets split alike, as
+    torch's: each rank's loss of its rows, a Partial avg (mean: the rows split evenly) or sum
+    (none: the rows stay split). The backward takes the gradient of a mean as a partial sum
+    (each rank's share of it) and leaves the input's gradient split as the input."""
+    back = c.name.endswith("_backward")
+    x, target = (c.args[1], c.args[2]) if back else (c.args[0], c.args[1])
+    weight = c.args[3] if back else _arg(c, 2, "weight")
+    if not (isinstance(x, DTensor) and isinstance(target, DTensor)) or x.ndim < 2 \
+            or weight is not None:
+        return None
+    px, pt = x._spec.placements[m], target._spec.placements[m]
+    if not (isinstance(px, Shard) and px.dim == 0 and pt == px):
+        return None
+    if back:
+        reduction = c.args[5] if c.name == "_cross_entropy_loss_backward" else c.args[4]
+    else:
+        reduction = _arg(c, 3, "reduction", "mean")
+    if reduction == "mean" and x.shape[0] % c.mesh.size(m):
+        return None  # uneven rows: a mean of means would be biased
+    if back:
+        grad = {"none": px, "mean": Partial("sum"), "sum": Replicate()}[reduction]
+        return [grad if d is c.args[0] else px for d in c.ds], px
+    out = {"none": px, "mean": Partial("avg"), "sum": Partial("sum")}[reduction]
+    targets = [px for _ in c.ds]
+    return targets, ([out, px] if c.name == "_cross_entropy_loss" else out)
+
+
+def _keep_unless_dims_rule(c: _Call, m: int) -> Any:
+    """flip / roll / repeat_interleave / pad: the op moves elements along some dims only, so a
+    Shard of any other dim stays."""
+    d = c.args[0]
+    if not isinstance(d, DTensor) or len(c.ds) != 1:
+        return None
+    p = d._spec.placements[m]
+    if isinstance(p, Replicate):
+        return [p], p
+    if not isinstance(p, Shard):
+        return None
+    if c.name == "flip":
+        dims = _arg(c, 1, "dims")
+    elif c.name == "roll":
+        dims = _arg(c, 2, "dims")
+        if dims is None or dims == []:
+            return None  # rolls the flattened tensor
+    elif c.name == "repeat_interleave":
+        dims = _arg(c, 2, "dim")
+        if dims is None or isinstance(_arg(c, 1, "repeats"), ember.Tensor):
+            return None
+    else:  # pad: pairs from the last dim backwards
+        dims = [-(i + 1) for i in range(len(_arg(c, 1, "pad")) // 2)]
+    dims = [dims] if isinstance(dims, int) else dims
+    if p.dim in {int(i) % d.ndim for i in dims}:
+        return None
+    return [p], p
+
+
+def _expand_as_rule(c: _Call, m: int) -> Any:
+    """expand_as: a Shard of a dim that is not broadcast stays."""
+    d, other = c.args[0], c.args[1]
+    if not isinstance(d, DTensor) or not isinstance(other, DTensor) or len(c.ds) != 2:
+        return None
+    p = d._spec.placements[m]
+    if isinstance(p, Replicate):
+        return [p, p], p
+    if not isinstance(p, Shard) or d.shape[p.dim] == 1:
+        return None
+    out = dataclasses.replace(p, dim=p.dim + other.ndim - d.ndim)
+    return [p, out], out  # other cut alike, so that the pieces' shapes agree
+
+
 _RULES: dict[str, _Rule] = {
     "sum": _reduce_rule, "mean": _reduce_rule, "amax": _reduce_rule, "amin": _reduce_rule,
-    "max": _reduce_rule, "min": _reduce_rule, "linalg_vector_norm": _reduce_rule,
+    "max": _max_min_rule, "min": _max_min_rule, "linalg_vector_norm": _reduce_rule,
     "norm": _reduce_rule,
     "mm": _matmul_rule, "addmm": _matmul_rule, "matmul": _matmul_rule,
     "t": _transpose_rule, "transpose": _transpose_rule, "permute": _transpose_rule,
@@ -1002,6 +1232,17 @@ _RULES: dict[str, _Rule] = {
     "_scaled_dot_product_fused_attention_backward": _attention_rule,
     "convolution": _convolution_rule, "convolution_backward": _convolution_rule,
     **{name: _random_fill_rule for name in _RANDOM if not name.endswith("_like")},
+    **{name: _along_dim_rule for name in _ALONG_DIM if name not in ("max", "min")},
+    **{name: _dims_reduce_rule for name in ("var", "std", "var_mean", "std_mean", "logsumexp",
+                                            "all", "any", "prod", "count_nonzero")},
+    **{name: _new_factory_rule for name in ("new_zeros", "new_ones", "new_empty", "new_full")},
+    "rms_norm": _rms_norm_rule, "_fused_rms_norm": _rms_norm_rule,
+    "unflatten": _unflatten_rule,
+    **{name: _keep_unless_dims_rule for name in ("flip", "roll", "repeat_interleave", "pad")},
+    "expand_as": _expand_as_rule,
+    **{name: _class_loss_rule for name in ("_cross_entropy_loss", "nll_loss",
+                                           "_cross_entropy_loss_backward",
+                                           "nll_loss_backward")},
 }
 # how an op runs on the pieces when that is not the op itself
 _LOCAL_RUN: dict[str, Callable] = {"view": _reshape_locally, "reshape": _reshape_locally,
@@ -1130,7 +1371,7 @@ def _dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     local_args, local_kwargs = tree_map(
         lambda a: moved[id(a)] if isinstance(a, DTensor) else a, (args, kwargs))
     run = _LOCAL_RUN.get(c.name)
-    if c.name == "mean" and any(isinstance(p, Partial) and not isinstance(
+    if c.name == "mean" and any(_is_plain_sum(p) and not isinstance(
             ds[0].placements[m], Partial) for m, p in enumerate(outs)):
         run = _mean_over_shards
     out = run(c, local_args, local_kwargs, outs) if run else func(*local_args, **local_kwargs)
@@ -1272,6 +1513,38 @@ def full(size: Sequence[int], fill_value: Any, *, device_mesh: DeviceMesh | None
     """A DTensor filled with fill_value."""
     return _factory(lambda s, **k: ember.full(s, fill_value, **k), (tuple(size),), device_mesh,
                     placements, **kw)
+
+
+def _random_factory(make: Any, size: Any, device_mesh: DeviceMesh | None,
+                    placements: Sequence[Placement] | None, kw: dict) -> DTensor:
+    # drawn without grad (a leaf), then made equal where replicated, as the random ops are
+    requires_grad = kw.pop("requires_grad", False)
+    out = _factory(make, size, device_mesh, placements, **kw)
+    _same_on_replicas(out._local_tensor, out._spec.mesh, out._spec.placements)
+    return out.requires_grad_(requires_grad)
+
+
+def rand(*size: Any, device_mesh: DeviceMesh | None = None,
+         placements: Sequence[Placement] | None = None, **kw: Any) -> DTensor:
+    """A DTensor of uniform [0, 1) numbers of the global size: each rank draws its own piece
+    from its generator, and the pieces of a Replicate dim are the same on every rank of it.
+
+    Example::
+
+        >>> d = rand(4, 6, device_mesh=mesh, placements=[Shard(1)])  # doctest: +SKIP
+    """
+    return _random_factory(ember.rand, size, device_mesh, placements, kw)
+
+
+def randn(*size: Any, device_mesh: DeviceMesh | None = None,
+          placements: Sequence[Placement] | None = None, **kw: Any) -> DTensor:
+    """A DTensor of standard normal numbers of the global size, drawn as ``rand``'s.
+
+    Example::
+
+        >>> d = randn(4, 6, device_mesh=mesh, placements=[Replicate()])  # doctest: +SKIP
+    """
+    return _random_factory(ember.randn, size, device_mesh, placements, kw)
 
 
 def distribute_module(module: Any, device_mesh: DeviceMesh | None = None,
