@@ -87,7 +87,12 @@ print(f"sobel max {mag.max().item():.4f} orientation bins {torch.bincount(q[mag 
 Ix, Iy = g[0, 0], g[0, 1]
 gk = torch.exp(-torch.arange(-2, 3.0) ** 2 / 2)
 gk = (gk[:, None] * gk[None, :]) / gk.sum() ** 2
-win = lambda a: F.conv2d(F.pad(a[None, None], (2, 2, 2, 2)), gk[None, None])[0, 0]
+
+
+def win(a):
+    return F.conv2d(F.pad(a[None, None], (2, 2, 2, 2)), gk[None, None])[0, 0]
+
+
 Sxx, Syy, Sxy = win(Ix * Ix), win(Iy * Iy), win(Ix * Iy)
 R = Sxx * Syy - Sxy ** 2 - 0.05 * (Sxx + Syy) ** 2
 peaks = (R == F.max_pool2d(R[None, None], 5, 1, 2)[0, 0]) & (R > 0.2 * R.max())
@@ -123,8 +128,8 @@ otsu = centers[between.argmax()].item()
 print(f"otsu threshold {otsu:.4f} foreground fraction {(noisy > otsu).float().mean().item():.3f}")
 
 # integral image box filter == avg_pool2d
-I = torch.from_numpy(rng.uniform(size=(H, W)).astype(np.float64))
-S = F.pad(I.cumsum(0).cumsum(1), (1, 0, 1, 0))
+im = torch.from_numpy(rng.uniform(size=(H, W)).astype(np.float64))
+S = F.pad(im.cumsum(0).cumsum(1), (1, 0, 1, 0))
 box = (S[5:, 5:] - S[:-5, 5:] - S[5:, :-5] + S[:-5, :-5]) / 25
-print(f"integral image box == avg_pool2d: {torch.allclose(box, F.avg_pool2d(I[None, None], 5, 1)[0, 0])}")
+print(f"integral image box == avg_pool2d: {torch.allclose(box, F.avg_pool2d(im[None, None], 5, 1)[0, 0])}")
 print(f"RESULT {labels.numel()} {otsu:.4f} {theta_deg:.2f}")

@@ -67,7 +67,7 @@ for lam in [0.0, 2.0, 10.0]:
         grad = 2 * S_lw @ w * 252 - lam * mean * 252
         w = project_simplex(w - 0.5 * grad)
     frontier.append((lam, math.sqrt((w @ S_lw @ w).item() * 252), (w @ mean).item() * 252))
-print(f"frontier (lambda, vol, return) {[(l, round(v, 4), round(r, 4)) for l, v, r in frontier]} monotone {frontier[0][1] <= frontier[1][1] <= frontier[2][1]}")
+print(f"frontier (lambda, vol, return) {[(lm, round(v, 4), round(r, 4)) for lm, v, r in frontier]} monotone {frontier[0][1] <= frontier[1][1] <= frontier[2][1]}")
 
 logits = torch.zeros(N, requires_grad=True)
 opt = torch.optim.Adam([logits], lr=0.05)

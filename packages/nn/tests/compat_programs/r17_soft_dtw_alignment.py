@@ -46,12 +46,10 @@ def needleman_wunsch(a, b, match=1, mismatch=-1, gap=-2):
     i, j, out_a, out_b = n, m, [], []
     while i > 0 or j > 0:
         mv = move[i, j].item() if i > 0 and j > 0 else (1 if i > 0 else 2)
-        if mv == 0:
-            out_a.append(a[i - 1]); out_b.append(b[j - 1]); i -= 1; j -= 1
-        elif mv == 1:
-            out_a.append(a[i - 1]); out_b.append("-"); i -= 1
-        else:
-            out_a.append("-"); out_b.append(b[j - 1]); j -= 1
+        di, dj = [(1, 1), (1, 0), (0, 1)][mv]
+        out_a.append(a[i - 1] if di else "-")
+        out_b.append(b[j - 1] if dj else "-")
+        i, j = i - di, j - dj
     return S[n, m].item(), "".join(reversed(out_a)), "".join(reversed(out_b))
 
 
