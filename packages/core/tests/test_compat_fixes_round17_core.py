@@ -6,9 +6,14 @@ are tensors there, and ember returned ndarrays. ``t == ndarray`` is converted na
 PyTorch (a bool tensor); ember's ``__eq__`` declined and Python fell back to identity - a silent
 ``False``. NumPy reads the tensor through the buffer protocol, so nothing refused a tensor that
 requires grad (``numpy()`` does in both libraries): the ufunc result now raises the same
-RuntimeError. Values are pinned explicitly and, where torch is installed, against it."""
+RuntimeError. ``torch.norm(W, p='nuc')`` / ``W.norm('nuc')`` - the nuclear-norm regularizer of
+low-rank models - raised NotImplementedError; it is ``linalg.matrix_norm(ord='nuc')`` over the two
+dims (all dims when None). Values are pinned explicitly and, where torch is installed, against
+it; the nuclear norm's gradient is checked numerically in float64."""
 
 from __future__ import annotations
+
+import math
 
 import ember
 import numpy as np
@@ -107,3 +112,71 @@ def test_eq_with_ndarray_checks_shapes_and_keeps_other_operands():
     assert (ember.ones(2) == ember.ones(2)).tolist() == [True, True]
     assert (ember.ones(2) == "a") is False
     assert (ember.ones(2) == None) is False  # noqa: E711
+
+
+A = [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0], [8.0, 9.0, 10.0, 11.0]]
+
+
+def test_nuclear_norm_values():
+    a = ember.tensor(A)
+    expected = 24.364638  # the sum of the singular values
+    assert ember.norm(a, p="nuc").item() == pytest.approx(expected, rel=1e-6)
+    assert a.norm("nuc").item() == pytest.approx(expected, rel=1e-6)
+    assert ember.norm(a, "nuc", dim=(1, 0)).item() == pytest.approx(expected, rel=1e-6)
+    assert ember.norm(a, "nuc", keepdim=True).shape == (1, 1)
+    b = ember.arange(24.0).view(2, 3, 4)
+    assert ember.norm(b, "nuc", dim=(1, 2)).tolist() == pytest.approx([24.364638, 62.495085],
+                                                                      rel=1e-6)
+    assert ember.norm(b, "nuc", dim=(-1, 0)).shape == (3,)
+    assert ember.norm(b, "nuc", dim=(1, 2), keepdim=True).shape == (2, 1, 1)
+    assert ember.norm(a, "nuc").dtype == ember.float32
+    assert ember.norm(a, "nuc", dtype=ember.float64).dtype == ember.float64
+    # the nuclear norm of a rank-one matrix is its Frobenius norm
+    u, v = ember.tensor([1.0, 2.0, 2.0]), ember.tensor([3.0, 4.0])
+    assert ember.norm(ember.outer(u, v), "nuc").item() == pytest.approx(15.0, rel=1e-6)
+
+
+def test_nuclear_norm_rejects_bad_inputs():
+    with pytest.raises(RuntimeError, match="nuc"):
+        ember.norm(ember.zeros(2, 3, 4), p="nuc")  # three dims, no dim given
+    with pytest.raises(RuntimeError, match="nuc"):
+        ember.norm(ember.zeros(2, 3), p="nuc", dim=(0,))
+    with pytest.raises(RuntimeError, match="nuc"):
+        ember.norm(ember.zeros(2, 3), p="nuc", dim=(1, -1))
+    with pytest.raises(RuntimeError, match="floating point"):
+        ember.norm(ember.zeros(2, 3, dtype=ember.int64), p="nuc")
+    with pytest.raises(RuntimeError, match="not supported"):
+        ember.norm(ember.zeros(2, 3), p="bogus")
+
+
+def test_nuclear_norm_gradient_is_u_vt_and_matches_finite_differences():
+    w = ember.tensor([[2.0, 0.5, -1.0], [0.3, 1.5, 0.2], [-0.7, 0.1, 0.9], [1.1, -0.4, 0.6]],
+                     dtype=ember.float64, requires_grad=True)
+    ember.norm(w, p="nuc").backward()
+    u, _, vh = ember.linalg.svd(w.detach(), full_matrices=False)
+    assert ember.allclose(w.grad, u @ vh, atol=1e-12)
+    assert ember.autograd.gradcheck(lambda x: ember.norm(x, "nuc", dim=(0, 1)), (w.detach().clone().requires_grad_(),))
+
+
+@needs_torch
+def test_nuclear_norm_matches_torch():
+    b = [[[1.0, -2.0, 0.5], [0.0, 3.0, 1.0]], [[2.0, 2.0, 2.0], [1.0, -1.0, 0.0]]]
+    for kw in ({"dim": (1, 2)}, {"dim": (2, 1), "keepdim": True}, {"dim": (0, 2)}):
+        got = ember.norm(ember.tensor(b), "nuc", **kw)
+        ref = torch.norm(torch.tensor(b), "nuc", **kw)
+        assert tuple(got.shape) == tuple(ref.shape)
+        assert got.flatten().tolist() == pytest.approx(ref.flatten().tolist(), rel=1e-6)
+    w = ember.tensor(b[0], dtype=ember.float64, requires_grad=True)
+    tw = torch.tensor(b[0], dtype=torch.float64, requires_grad=True)
+    ember.norm(w, "nuc").backward()
+    torch.norm(tw, "nuc").backward()
+    assert w.grad.flatten().tolist() == pytest.approx(tw.grad.flatten().tolist(), abs=1e-12)
+
+
+def test_nuclear_norm_of_nan_raises_like_svd():
+    # PyTorch's SVD refuses NaN (LinAlgError, a RuntimeError); an infinity gives NaN
+    with pytest.raises(RuntimeError, match="non-finite"):
+        ember.norm(ember.tensor([[1.0, float("nan")], [0.0, 1.0]]), p="nuc")
+    r = ember.norm(ember.tensor([[1.0, float("inf")], [0.0, 1.0]]), p="nuc")
+    assert math.isnan(r.item())
+    assert ember.norm(ember.zeros(0, 3), p="nuc").item() == 0.0

@@ -10,7 +10,8 @@ lattice Boltzmann solver with stencil PDEs and an inverse problem, option pricin
 by autograd and Longstaff-Schwartz, DP alignment with soft-DTW as a custom autograd.Function,
 classical image morphology / Canny / Harris / Hough, BPE + Kneser-Ney + TF-IDF + EmbeddingBag,
 a differentiable sphere ray tracer, portfolio construction and risk, tabular MDPs with exact
-policy gradients through a linear solve, and SEIR epidemics fitted by a Poisson likelihood.
+policy gradients through a linear solve, SEIR epidemics fitted by a Poisson likelihood, and
+low-rank matrix completion with the nuclear norm (Soft-Impute, ALS, torch.norm(p="nuc")).
 
 Each program runs on ember and its output is checked on its own (the self-checks hold without
 torch); where torch is installed it runs there too and ember's output must print the same lines
@@ -185,3 +186,15 @@ def test_epidemic_sir(capsys):
     assert "population conserved True" in got
     assert "final size newton 0.89264475" in got
     assert "eigvals dtype torch.complex128" in got
+
+
+def test_matrix_completion(capsys):
+    # round 17's fix: torch.norm(W, p='nuc') (three ways, batched dims, keepdim, dtype, bad
+    # inputs, its U V^T gradient), Soft-Impute by svd shrinkage, ALS by batched masked solves
+    got = _check("r17_matrix_completion.py", capsys, rtol=1e-3, atol=1e-4)
+    si, als, gd = _results(got)
+    assert si < 1.0 and als < 2.0 and gd < 2.0
+    assert "nuclear norm torch.norm 24.364638 method 24.364638 matrix_norm 24.364638 svdvals 24.364638" in got
+    assert "batched over dims (1, 2) [24.364638, 62.495085] over (0, 2) shape (3,) keepdim (2, 1, 1)" in got
+    assert got.count("nuclear norm of a bad input: RuntimeError") == 2
+    assert "d nuc / dW == U V^T: True" in got
