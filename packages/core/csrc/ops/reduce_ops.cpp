@@ -5,9 +5,11 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "kernels/cpu/reduce_utils.h"  // dim_mask / reduced_sizes: shape arithmetic only
 #include "ops.h"
+#include "ops/host_sync.h"
 
 namespace ember {
 namespace composite {
@@ -28,11 +30,45 @@ std::tuple<Tensor, Tensor> std_mean(const Tensor& self, bool unbiased) {
   return ops::std_mean(self, std::nullopt, std::optional<bool>(unbiased), false, std::nullopt);
 }
 
+namespace {
+// torch.norm(p='nuc') is linalg.matrix_norm(ord='nuc'): the sum of the singular values of the
+// matrices spanned by the two dims (all dims when None, so the input must then be 2-D).
+Tensor nuclear_norm(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
+                    std::optional<ScalarType> dtype) {
+  EMBER_CHECK(is_floating(self->dtype()) || is_complex(self->dtype()),
+              "norm(): p='nuc' expects a floating point or complex tensor, got dtype ",
+              dtype_name(self->dtype()));
+  const int64_t nd = self->dim();
+  DimVector d;
+  if (dim) {
+    d = *dim;
+  } else {
+    for (int64_t i = 0; i < nd; ++i) d.push_back(i);
+  }
+  EMBER_CHECK(d.size() == 2, "norm(): p='nuc' needs dim to be a pair of dims (the matrices), got ",
+              d.size(), " dims for an input of shape ", self->sizes());
+  int64_t lo = wrap_dim(d[0], nd, "norm");
+  int64_t hi = wrap_dim(d[1], nd, "norm");
+  EMBER_CHECK(lo != hi, "norm(): p='nuc' needs two different dims, got ", d[0], " and ", d[1]);
+  if (lo > hi) std::swap(lo, hi);
+  Tensor x = dtype ? ops::_to_dtype(self, *dtype, false) : self;
+  Tensor m = ops::movedim(x, DimVector{lo, hi}, DimVector{-2, -1});
+  // PyTorch's SVD refuses NaN (a LinAlgError, which is a RuntimeError) rather than answer NaN
+  Tensor has_nan = host_values(ops::any(ops::isnan(m, Tensor()), std::nullopt, false), "norm");
+  EMBER_CHECK(has_nan->data()[0] == 0,  // one bool byte
+              "linalg.svd: The algorithm failed to converge because the input matrix contained "
+              "non-finite values.");
+  // the singular vectors too: the derivative needs them
+  Tensor s = std::get<1>(ops::_linalg_svd(m, false, true));
+  Tensor r = ops::sum(s, DimVector{-1}, false, std::nullopt);
+  return keepdim ? ops::unsqueeze(ops::unsqueeze(r, lo), hi) : r;
+}
+}  // namespace
+
 Tensor norm(const Tensor& self, const std::string& p, const std::optional<DimVector>& dim,
             bool keepdim, std::optional<ScalarType> dtype) {
   if (p == "fro") return ops::norm(self, std::optional<Scalar>(Scalar(2.0)), dim, keepdim, dtype);
-  if (p == "nuc")
-    EMBER_FAIL(NotImplemented, "norm(): p='nuc' (the nuclear norm) is not supported by ember yet");
+  if (p == "nuc") return nuclear_norm(self, dim, keepdim, dtype);
   EMBER_FAIL(Runtime, "norm(): Order ", p, " not supported (expected a number, 'fro' or 'nuc')");
 }
 

@@ -207,7 +207,35 @@ def _int(self: Tensor) -> int:
     return _c_int(self)
 
 
+def _array_wrap(self: Tensor, array: Any, context: Any = None, return_scalar: bool = False) -> Tensor:
+    """NumPy hands a ufunc's result back through this: ``np.exp(t)`` and ``t * ndarray`` (the
+    tensor's ``__mul__`` declines the array, NumPy's reflected operator computes) give a tensor,
+    as in PyTorch, which also turns boolean results into uint8."""
+    # NumPy read the tensors through the buffer protocol, which cannot refuse one that records
+    # gradients; PyTorch's __array__ (numpy()) refuses it, so the result must not pass silently
+    if context is not None and _C.is_grad_enabled():
+        if any(isinstance(a, Tensor) and a.requires_grad for a in context[1]):
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               "tensor.detach().numpy() instead.")
+    if array.dtype == bool:
+        array = array.astype("uint8")
+    return _C.from_numpy(array)
+
+
+_c_eq = Tensor.__eq__
+
+
+def _eq(self: Tensor, other: Any) -> Any:
+    # PyTorch converts an ndarray operand of == to a tensor; without it Python fell back to
+    # identity and `t == array` was a silent False
+    if type(other).__name__ == "ndarray" and type(other).__module__ == "numpy":
+        other = _C.from_numpy(other)
+    return _c_eq(self, other)
+
+
 Tensor.numpy = _numpy
+Tensor.__array_wrap__ = _array_wrap
+Tensor.__eq__ = _eq
 Tensor.__float__ = _float
 Tensor.__int__ = _int
 Tensor.__array__ = _array

@@ -38,9 +38,9 @@ class Adadelta(Optimizer):
         differentiable: bool = False,
         capturable: bool = False,
     ) -> None:
-        defaults = dict(
-            lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, foreach=foreach, maximize=maximize,
-            differentiable=differentiable, capturable=capturable,
+        defaults = dict(  # PyTorch's key order: param_groups print the same
+            lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
+            capturable=capturable, foreach=foreach, differentiable=differentiable,
         )
         super().__init__(params, defaults)
 

@@ -41,11 +41,10 @@ class Adagrad(Optimizer):
         differentiable: bool = False,
         fused: bool | None = None,
     ) -> None:
-        defaults = dict(
+        defaults = dict(  # PyTorch's key order: param_groups print the same
             lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
             initial_accumulator_value=initial_accumulator_value, foreach=foreach,
-            maximize=maximize, fused=fused,
-            differentiable=differentiable,
+            maximize=maximize, differentiable=differentiable, fused=fused,
         )
         super().__init__(params, defaults)
         # the accumulators exist from the start (so that share_memory() can see them)

@@ -50,11 +50,11 @@ class Adam(Optimizer):
     ) -> None:
         if decoupled_weight_decay is None:
             decoupled_weight_decay = self._decoupled_default
-        defaults = dict(
+        defaults = dict(  # PyTorch's key order: param_groups print the same
             lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-            maximize=maximize, foreach=foreach, fused=fused,
+            maximize=maximize, foreach=foreach, capturable=capturable,
+            differentiable=differentiable, fused=fused,
             decoupled_weight_decay=decoupled_weight_decay,
-            differentiable=differentiable, capturable=capturable,
         )
         super().__init__(params, defaults)
 

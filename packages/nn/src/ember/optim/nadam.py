@@ -47,10 +47,10 @@ class NAdam(Optimizer):
         differentiable: bool = False,
         capturable: bool = False,
     ) -> None:
-        defaults = dict(
+        defaults = dict(  # PyTorch's key order: param_groups print the same
             lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay,
-            decoupled_weight_decay=decoupled_weight_decay, foreach=foreach, maximize=maximize,
-            differentiable=differentiable, capturable=capturable,
+            decoupled_weight_decay=decoupled_weight_decay, maximize=maximize, foreach=foreach,
+            capturable=capturable, differentiable=differentiable,
         )
         super().__init__(params, defaults)
 

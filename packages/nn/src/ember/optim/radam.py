@@ -42,10 +42,10 @@ class RAdam(Optimizer):
         differentiable: bool = False,
         capturable: bool = False,
     ) -> None:
-        defaults = dict(
-            lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-            decoupled_weight_decay=decoupled_weight_decay, foreach=foreach, maximize=maximize,
-            differentiable=differentiable, capturable=capturable,
+        defaults = dict(  # PyTorch's key order: param_groups print the same
+            lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize,
+            foreach=foreach, capturable=capturable, decoupled_weight_decay=decoupled_weight_decay,
+            differentiable=differentiable,
         )
         super().__init__(params, defaults)
 

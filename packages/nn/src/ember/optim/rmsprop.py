@@ -41,10 +41,10 @@ class RMSprop(Optimizer):
         differentiable: bool = False,
         capturable: bool = False,
     ) -> None:
-        defaults = dict(
-            lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-            centered=centered, foreach=foreach, maximize=maximize,
-            differentiable=differentiable, capturable=capturable,
+        defaults = dict(  # PyTorch's key order: param_groups print the same
+            lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
+            weight_decay=weight_decay, capturable=capturable, foreach=foreach, maximize=maximize,
+            differentiable=differentiable,
         )
         super().__init__(params, defaults)
 

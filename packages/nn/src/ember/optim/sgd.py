@@ -43,10 +43,10 @@ class SGD(Optimizer):
         foreach: bool | None = None,
         fused: bool | None = None,
     ) -> None:
-        defaults = dict(
+        defaults = dict(  # PyTorch's key order: param_groups print the same
             lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-            nesterov=nesterov, maximize=maximize, foreach=foreach, fused=fused,
-            differentiable=differentiable,
+            nesterov=nesterov, maximize=maximize, foreach=foreach, differentiable=differentiable,
+            fused=fused,
         )
         super().__init__(params, defaults)
 
