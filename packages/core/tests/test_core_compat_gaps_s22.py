@@ -341,3 +341,34 @@ def test_multi_output_matches_torch(op):
         except RuntimeError as e:
             outcomes.append(str(e).split("Output", 1)[1])
     assert outcomes[0] == outcomes[1]
+
+
+# ---- Python ints outside int64 ---------------------------------------------------------------
+
+@pytest.mark.parametrize("make", [
+    lambda L: L.tensor([2**64], dtype=L.uint64),
+    lambda L: L.full((2,), 2**64, dtype=L.uint64),
+    lambda L: L.zeros(2, dtype=L.uint64).fill_(2**64),
+    lambda L: L.tensor([-1], dtype=L.uint64),
+    lambda L: L.tensor(-5, dtype=L.uint64),
+])
+def test_ints_no_dtype_holds_raise_overflow_error(make):
+    with pytest.raises(OverflowError):
+        make(ember)
+    if torch is not None:
+        with pytest.raises(OverflowError):
+            make(torch)
+
+
+def test_uint64_above_int64_is_a_named_overflow_error():
+    # ember's numbers are int64 for now: 2**63 .. 2**64 - 1 is refused with a clear message
+    # (PyTorch accepts it for uint64 tensors), never a silent wrap
+    with pytest.raises(OverflowError, match="value 18446744073709551615 cannot be converted"):
+        ember.tensor([2**64 - 1], dtype=ember.uint64)
+    with pytest.raises(OverflowError, match="int64's range"):
+        ember.zeros(2, dtype=ember.uint64).fill_(2**63)
+    # what fits keeps working: negatives wrap in fill_, as PyTorch; uint32's max
+    assert ember.zeros(2, dtype=ember.uint64).fill_(-1).tolist() == [2**64 - 1] * 2
+    assert ember.tensor([2**32 - 1], dtype=ember.uint32).tolist() == [2**32 - 1]
+    assert ember.tensor([2**63 - 1], dtype=ember.uint64).tolist() == [2**63 - 1]
+    assert ember.tensor([-1], dtype=ember.uint8).tolist() == [255]
