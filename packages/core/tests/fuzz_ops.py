@@ -51,7 +51,8 @@ INTS = ["uint8", "int8", "int16", "int32", "int64"]
 DTYPES = FLOATS + INTS + ["bool"]
 EXPECTED_EXC = ("RuntimeError", "ValueError", "TypeError", "IndexError", "NotImplementedError",
                 "DtypeNotImplementedError",
-                "OutOfMemoryError", "LinAlgError")
+                "OutOfMemoryError", "LinAlgError",
+                "OverflowError")  # PyTorch's for a Python int no dtype holds (fill_(2**64))
 # The classes each ember exception class also is: raised where torch raises one of these, it is
 # caught by the same ``except`` (NotImplementedError is a builtin subclass of RuntimeError).
 SUBCLASS_OF = {"DtypeNotImplementedError": ("NotImplementedError", "TypeError", "RuntimeError"),

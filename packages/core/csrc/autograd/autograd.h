@@ -54,6 +54,10 @@ struct AutogradMeta {
   // Output of a custom Function that aliases one of its inputs (returned as is, or a view made
   // inside forward): an in-place write would bypass the custom backward, so it is refused.
   bool custom_function_view = false;
+  // Output of an op returning several views (split, chunk, unbind), or a view of one: as in
+  // PyTorch, recorded in-place writes into it are refused (it fits in the padding before
+  // view_version, so the struct's layout is unchanged).
+  bool multi_output_view = false;
   int64_t view_version = 0;
 };
 

@@ -118,6 +118,11 @@ void mark_one(const Tensor& view, const Tensor& src, bool no_grad) {
   m.is_view = true;
   m.view_no_grad = no_grad;
   m.view_version = view->version();
+  // A view of an output of a multi-output view op inherits its restriction (as PyTorch).
+  if (!no_grad) {
+    const AutogradMeta* sm = src->autograd_meta();
+    m.multi_output_view = sm && sm->multi_output_view;
+  }
   // As in PyTorch, a view made in no_grad mode of a tensor that requires grad reports
   // requires_grad (as a leaf without history): gradients do not flow back to the base.
   if (no_grad) m.requires_grad = true;
@@ -179,6 +184,17 @@ void check_inplace_view(const Tensor& self, const char* op) {
   AutogradMeta* bm = base->autograd_meta();
   AutogradMeta* m0 = self->autograd_meta();
   bool no_grad_view = m0 && m0->view_no_grad && !m0->grad_fn;
+  if (m0 && m0->multi_output_view && m0->grad_fn && grad_enabled()) {
+    // PyTorch names the node without its "Backward<n>" suffix: "Output 0 of Split ...".
+    std::string fn = m0->grad_fn->name();
+    const size_t cut = fn.rfind("Backward");
+    if (cut != std::string::npos && cut > 0) fn.resize(cut);
+    EMBER_FAIL(Runtime, op, ": Output ", m0->output_nr, " of ", fn,
+               " is a view and is being modified inplace. This view is the output of a function "
+               "that returns multiple views. Such functions do not allow the output views to be "
+               "modified inplace. You should replace the inplace operation by an out-of-place "
+               "one.");
+  }
   // As torch: a view with history whose base is a leaf. The base need not require grad: the
   // view may hang from another view of it made a leaf by requires_grad_() (set_requires_grad).
   const bool base_is_leaf = !bm || !bm->grad_fn;
@@ -205,7 +221,16 @@ void check_inplace_view(const Tensor& self, const char* op) {
 
 void mark_view(const Tensor& view, const Tensor& src) { mark_one(view, src, false); }
 void mark_view(const std::vector<Tensor>& views, const Tensor& src) {
-  for (const Tensor& v : views) mark_one(v, src, false);
+  for (const Tensor& v : views) {
+    mark_one(v, src, false);
+    // The ops PyTorch makes multi-output view nodes of (chunk records SplitBackward0); its
+    // tensor_split/hsplit/vsplit are composites of single views, so their outputs stay writable.
+    AutogradMeta* m = v ? v->autograd_meta() : nullptr;
+    if (!m || !m->is_view || !m->grad_fn) continue;
+    const std::string name = m->grad_fn->name();
+    if (name == "SplitBackward0" || name == "SplitWithSizesBackward0" || name == "UnbindBackward0")
+      m->multi_output_view = true;
+  }
 }
 void mark_view(const std::vector<Tensor>& views, const std::vector<Tensor>& srcs) {
   for (size_t i = 0; i < views.size() && i < srcs.size(); ++i) mark_one(views[i], srcs[i], false);

@@ -17,8 +17,17 @@ bool scalar_from_object(PyObject* o, Scalar* out) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (overflow) {
+      // PyTorch's class for an int no dtype holds. Ops take Python ints as int64, so uint64's
+      // values from 2**63 up are refused here too (Scalar has no unsigned kind yet).
       PyErr_Clear();
-      throw py::value_error("value cannot be converted to an integer type without overflow");
+      const std::string v = py::str(o).cast<std::string>();
+      PyErr_SetString(PyExc_OverflowError,
+                      ("value " + v +
+                       " cannot be converted to an integer type without overflow: ember takes "
+                       "Python ints in int64's range [-2**63, 2**63 - 1] (uint64 values of 2**63 "
+                       "and above are not supported)")
+                          .c_str());
+      throw py::error_already_set();
     }
     *out = Scalar(static_cast<int64_t>(v));
     return true;

@@ -461,6 +461,12 @@ void setitem(const Tensor& self, py::handle index, py::handle value) {
   // view of self, which rewrites the history of self's base (autograd/views.h).
   bool grad = autograd::grad_enabled() &&
               (autograd::requires_grad(self) || (vt && autograd::requires_grad(vt)));
+  // An output of split/chunk/unbind refuses recorded writes (the plain path's view below
+  // carries no autograd state to tell).
+  if (grad) {
+    const AutogradMeta* m = self->autograd_meta();
+    if (m && m->multi_output_view) autograd::check_inplace_view(self, "__setitem__");
+  }
   PyObject* o = index.ptr();
   Indexed ix;
   bool dispatched_view = false;

@@ -63,6 +63,25 @@ void bind_storage(py::module_& m, TensorClass& cls) {
              return std::make_shared<TensorImpl>(s, ScalarType::UInt8, DimVector{n}, DimVector{1},
                                                  0, std::make_shared<VersionCounter>());
            })
+      .def(
+          "_slice",
+          // Bytes [start, stop) as a storage sharing s's memory (UntypedStorage[a:b]); the
+          // slice keeps s alive and, like memory ember does not own, never grows.
+          [](const Storage& s, int64_t start, int64_t stop) {
+            EMBER_CHECK_KIND(0 <= start && start <= stop && static_cast<size_t>(stop) <= s->nbytes,
+                             Index, "UntypedStorage slice [", start, ", ", stop,
+                             ") out of range for storage of size ", s->nbytes);
+            auto* keep = new Storage(s);
+            DataPtr ptr(
+                static_cast<char*>(s->data.get()) + start, keep,
+                [](void* ctx) { delete static_cast<Storage*>(ctx); }, s->device());
+            auto out =
+                std::make_shared<StorageImpl>(std::move(ptr), static_cast<size_t>(stop - start));
+            out->inference = s->inference;
+            out->read_only = s->read_only;
+            return out;
+          },
+          py::arg("start"), py::arg("stop"))
       .def("_same", [](const Storage& a, const Storage& b) { return a == b; });
 
   cls.def("untyped_storage", [](const Tensor& t) { return t->storage(); })

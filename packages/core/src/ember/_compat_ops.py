@@ -1992,24 +1992,41 @@ def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
     return _C.cat([nz, pad], 0)
 
 
+def _unsafe_pieces(input: Tensor, pieces: Sequence[Tensor], dim: int) -> tuple:
+    """The pieces of a split as single narrow views: PyTorch's unsafe_* variants do not make
+    multi-output views, so their outputs may be written in place under autograd."""
+    d = dim + input.dim() if dim < 0 else dim
+    out, start = [], 0
+    for p in pieces:
+        n = p.shape[d] if p.dim() else 1
+        out.append(input.narrow(d, start, n))
+        start += n
+    return tuple(out)
+
+
 def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
-    """``chunk`` (PyTorch's variant without view tracking; here the same views).
+    """``chunk`` whose outputs may be modified in place under autograd (plain views).
 
     >>> import ember
     >>> [t.tolist() for t in ember.unsafe_chunk(ember.arange(4), 2)]
     [[0, 1], [2, 3]]
     """
-    return tuple(input.chunk(chunks, dim))
+    return _unsafe_pieces(input, input.detach().chunk(chunks, dim), dim)
 
 
 def unsafe_split(input: Tensor, split_size: Any, dim: int = 0) -> tuple:
-    """``split`` (PyTorch's variant without view tracking; here the same views)."""
-    return tuple(input.split(split_size, dim))
+    """``split`` whose outputs may be modified in place under autograd (plain views).
+
+    >>> import ember
+    >>> [t.tolist() for t in ember.unsafe_split(ember.arange(5), 2)]
+    [[0, 1], [2, 3], [4]]
+    """
+    return _unsafe_pieces(input, input.detach().split(split_size, dim), dim)
 
 
 def unsafe_split_with_sizes(input: Tensor, split_sizes: Sequence[int], dim: int = 0) -> tuple:
-    """``split`` with a list of sizes (PyTorch's variant without view tracking)."""
-    return tuple(input.split(list(split_sizes), dim))
+    """``split`` with a list of sizes whose outputs may be modified in place under autograd."""
+    return _unsafe_pieces(input, input.detach().split(list(split_sizes), dim), dim)
 
 
 def _write_out(result: Tensor, out: Any, op: str) -> Tensor:

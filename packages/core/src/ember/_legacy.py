@@ -112,10 +112,17 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
         if foreign is not None:
             out = foreign.to(device=device, dtype=dtype, copy=True)
             return out.requires_grad_(True) if requires_grad else out
+    if dtype is _C.uint64:
+        _check_unsigned(data)
     try:
         if dtype is None and device is None and not requires_grad:  # the common call, kept cheap
             return _C.tensor(data)
         return _C.tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+    except OverflowError as exc:
+        if dtype is not None:
+            raise
+        # an int beyond int64 in data of no given dtype: PyTorch's class here is ValueError
+        raise ValueError(f"tensor(): {exc}") from None
     except (TypeError, ValueError) as exc:
         if not any(m in str(exc) for m in _RETRY_MESSAGES):
             raise
@@ -126,6 +133,19 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
         if not changed:
             raise
     return _C.tensor(fixed, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def _check_unsigned(data: Any) -> None:
+    """PyTorch refuses a negative Python int for a uint64 tensor (narrower unsigned types wrap
+    it): OverflowError, as it does."""
+    stack = [data]
+    while stack:
+        d = stack.pop()
+        if type(d) in (list, tuple):
+            stack.extend(d)
+        elif type(d) is int and d < 0:
+            raise OverflowError(f"tensor(): can't convert negative int {d} to unsigned "
+                                "(dtype ember.uint64)")
 
 
 # ---- legacy constructors ------------------------------------------------------------------------

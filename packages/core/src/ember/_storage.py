@@ -18,6 +18,7 @@ memory; it never shrinks. ``Tensor.set_()`` points a tensor at another storage.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from ember import _C
@@ -34,6 +35,9 @@ __all__ = ["TypedStorage", "UntypedStorage"]
 
 # resize_'s format codes (ops/resize_ops.h ResizeFormat)
 _FORMATS = {None: 0, contiguous_format: 1, channels_last: 2, channels_last_3d: 3}
+
+
+_BYTE_ORDERS = ("native", "little", "big")
 
 
 def _untyped_tolist(self: UntypedStorage) -> list[int]:
@@ -56,27 +60,332 @@ def _untyped_is_shared(self: UntypedStorage) -> bool:
 
 
 def _untyped_repr(self: UntypedStorage) -> str:
-    return f"ember.UntypedStorage(nbytes={self.nbytes()}, device={self.device})"
+    lines = [f" {v}" for v in self.tolist()]
+    lines.append(f"[ember.storage.UntypedStorage(device={self.device}) of size {self.nbytes()}]")
+    return "\n".join(lines)
 
 
+def _check_index(idx: Any, size: int, cls: str, err: type = TypeError) -> int:
+    """idx as an in-range element index (negative counts from the end), as PyTorch's storages
+    (a bad index type raises err: PyTorch's class differs between the two storages)."""
+    if isinstance(idx, (bool, Tensor)) or not hasattr(idx, "__index__"):
+        raise err(f"can't index an {cls} with {type(idx).__name__}")
+    i = idx.__index__()
+    j = i + size if i < 0 else i
+    if not 0 <= j < size:
+        raise IndexError(f"index {i} out of range for storage of size {size}")
+    return j
+
+
+def _slice_bounds(sl: slice, size: int) -> tuple[int, int]:
+    start, stop, step = sl.indices(size)
+    if step != 1:
+        raise RuntimeError(f"Trying to slice with a step of {step}, but only a step of 1 is "
+                           "supported")
+    return start, max(start, stop)
+
+
+def _untyped_getitem(self: UntypedStorage, idx: Any) -> Any:
+    """``s[i]`` (a byte as an int) or ``s[a:b]`` (a storage sharing those bytes).
+
+    >>> import ember
+    >>> s = ember.tensor([1, 2, 3], dtype=ember.uint8).untyped_storage()
+    >>> s[0], s[-1], s[1:3].tolist()
+    (1, 3, [2, 3])
+    """
+    n = self.nbytes()
+    if isinstance(idx, slice):
+        return self._slice(*_slice_bounds(idx, n))
+    return int(self._tensor()[_check_index(idx, n, "ember.UntypedStorage")].item())
+
+
+def _untyped_setitem(self: UntypedStorage, idx: Any, value: Any) -> None:
+    """``s[i] = v`` / ``s[a:b] = v``: writes the byte ``v`` (an int, taken modulo 256 as
+    PyTorch) into the memory the tensors over this storage see."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"can't assign a {type(value).__name__} to a byte of an "
+                        "ember.UntypedStorage (expected an int)")
+    byte = value.__index__() & 0xFF
+    n = self.nbytes()
+    if isinstance(idx, slice):
+        a, b = _slice_bounds(idx, n)
+        self._tensor()[a:b] = byte
+        return
+    if isinstance(idx, (bool, Tensor)) or not hasattr(idx, "__index__"):
+        raise TypeError(f"can't index an ember.UntypedStorage with {type(idx).__name__}")
+    i = idx.__index__()
+    if not -n <= i < n:
+        raise RuntimeError(f"UntypedStorage.__setitem__: index {i} out of bounds for storage of "
+                           f"size {n}")
+    self._tensor()[i] = byte
+
+
+def _untyped_iter(self: UntypedStorage) -> Any:
+    return iter(self.tolist())
+
+
+def _untyped_fill_(self: UntypedStorage, value: Any) -> UntypedStorage:
+    """Sets every byte to ``value``; returns self."""
+    self._tensor().fill_(value)
+    return self
+
+
+def _check_copy_sizes(dst_nbytes: int, src_nbytes: int) -> None:
+    if dst_nbytes != src_nbytes:
+        raise RuntimeError(f"copy_: size does not match, self was {dst_nbytes} bytes but src was "
+                           f"{src_nbytes} bytes")
+
+
+def _untyped_copy_(self: UntypedStorage, src: Any, non_blocking: bool | None = None
+                   ) -> UntypedStorage:
+    """Copies the bytes of ``src`` (a storage of the same number of bytes) into self.
+
+    >>> import ember
+    >>> a = ember.zeros(2)
+    >>> _ = a.untyped_storage().copy_(ember.ones(2).untyped_storage()); a.tolist()
+    [1.0, 1.0]
+    """
+    if isinstance(src, TypedStorage):
+        src = src.untyped()
+    if not isinstance(src, UntypedStorage):
+        raise TypeError(f"copy_(): src must be a storage, got {type(src).__name__}")
+    _check_copy_sizes(self.nbytes(), src.nbytes())
+    self._tensor().copy_(src._tensor(), non_blocking=bool(non_blocking))
+    return self
+
+
+def _untyped_clone(self: UntypedStorage) -> UntypedStorage:
+    """A copy of the storage in new memory on the same device."""
+    return self._tensor().clone().untyped_storage()
+
+
+def _untyped_to(self: UntypedStorage, *, device: Any = None, non_blocking: bool = False
+                ) -> UntypedStorage:
+    """The storage on ``device`` (self when already there)."""
+    from ember import device as _device
+
+    dev = self.device if device is None else _device(device)
+    if dev == self.device:
+        return self
+    return self._tensor().to(dev, non_blocking=non_blocking).untyped_storage()
+
+
+def _untyped_cpu(self: UntypedStorage) -> UntypedStorage:
+    return _untyped_to(self, device="cpu")
+
+
+def _untyped_cuda(self: UntypedStorage, device: Any = None, non_blocking: bool = False
+                  ) -> UntypedStorage:
+    return _untyped_to(self, device="cuda" if device is None else _cuda_device(device),
+                       non_blocking=non_blocking)
+
+
+def _cuda_device(device: Any) -> Any:
+    return f"cuda:{device}" if isinstance(device, int) else device
+
+
+def _untyped_share_memory_(self: UntypedStorage) -> UntypedStorage:
+    """Moves the bytes to shared memory in place (every tensor over them follows); returns
+    self."""
+    self._tensor().share_memory_()
+    return self
+
+
+def _byte_swapped(data: bytes, itemsize: int, byte_order: str, op: str) -> bytes:
+    if byte_order not in _BYTE_ORDERS:
+        raise ValueError(f"{op}: invalid byte_order {byte_order!r} (expected 'big', 'little', or "
+                         "'native')")
+    if itemsize == 1 or byte_order in ("native", sys.byteorder):
+        return data
+    out = bytearray(len(data))
+    for k in range(itemsize):  # reverse the bytes of every element
+        out[k::itemsize] = data[itemsize - 1 - k::itemsize]
+    return bytes(out)
+
+
+def _buffer_bytes(buffer: Any, byte_order: str | None, count: int, offset: int, dt: dtype,
+                  op: str) -> bytes:
+    """The bytes of ``count`` elements of dt from ``buffer`` at byte ``offset``, in native
+    byte order."""
+    if not isinstance(dt, dtype):
+        raise TypeError(f"{op}: dtype must be an ember.dtype, got {type(dt).__name__}")
+    itemsize = dt.itemsize
+    if byte_order is None:
+        if itemsize != 1:
+            raise RuntimeError(f"{op}: byte_order is required for dtype {dt}")
+        byte_order = "native"
+    data = memoryview(buffer).cast("B").tobytes()
+    if offset < 0 or offset > len(data):
+        raise ValueError(f"{op}: offset must be in [0, {len(data)}], got {offset}")
+    data = data[offset:]
+    if count < 0:
+        if len(data) % itemsize:
+            raise ValueError(f"{op}: buffer size ({len(data)}) must be a multiple of element "
+                             f"size ({itemsize})")
+        count = len(data) // itemsize
+    if count * itemsize > len(data):
+        raise ValueError(f"{op}: buffer has only {len(data) // itemsize} elements after offset "
+                         f"{offset}, but specified a size of {count}")
+    return _byte_swapped(data[:count * itemsize], itemsize, byte_order, op)
+
+
+def _storage_of_bytes(data: bytes) -> UntypedStorage:
+    out = UntypedStorage(len(data))
+    if data:
+        from ember import tensor, uint8
+
+        out._tensor().copy_(tensor(list(data), dtype=uint8))
+    return out
+
+
+def _untyped_from_buffer(buffer: Any, byte_order: str | None = None, count: int = -1,
+                         offset: int = 0, *, dtype: dtype) -> UntypedStorage:
+    """A new storage holding ``count`` elements of ``dtype`` (all when -1) read from a Python
+    buffer at byte ``offset``, converted from ``byte_order`` to the native one (a copy).
+
+    >>> import ember
+    >>> ember.UntypedStorage.from_buffer(b"\\x00\\x01", "big", dtype=ember.int16).tolist()
+    [1, 0]
+    """
+    return _storage_of_bytes(_buffer_bytes(buffer, byte_order, count, offset, dtype,
+                                           "UntypedStorage.from_buffer"))
+
+
+def _untyped_typed(self: UntypedStorage, dt: dtype) -> TypedStorage:
+    """self's bytes as uint8 values converted to dt (PyTorch's UntypedStorage.float() etc.)."""
+    return TypedStorage(self._tensor().to(dt).untyped_storage(), dt)
+
+
+def _untyped_reduce(self: UntypedStorage) -> tuple[Any, tuple[Any, ...]]:
+    return _rebuild_untyped, (bytes(self.cpu().tolist()), str(self.device))
+
+
+def _rebuild_untyped(data: bytes, device: str) -> UntypedStorage:
+    return _untyped_to(_storage_of_bytes(data), device=device)
+
+
+def _untyped_deepcopy(self: UntypedStorage, memo: dict[int, Any]) -> UntypedStorage:
+    if id(self) not in memo:
+        memo[id(self)] = self.clone()
+    return memo[id(self)]
+
+
+_DTYPE_METHODS = {"double": "float64", "float": "float32", "half": "float16",
+                  "bfloat16": "bfloat16", "long": "int64", "int": "int32", "short": "int16",
+                  "char": "int8", "byte": "uint8", "bool": "bool", "complex_double": "complex128",
+                  "complex_float": "complex64"}
+
+
+def _add_dtype_methods(cls: Any, convert: Any) -> None:
+    for meth, name in _DTYPE_METHODS.items():
+        dt = getattr(_C, name)
+
+        def f(self: Any, _dt: dtype = dt) -> TypedStorage:
+            return convert(self, _dt)
+
+        f.__name__ = meth
+        f.__doc__ = f"The storage as {name} elements."
+        setattr(cls, meth, f)
+
+
+def _untyped_init_wrapper(orig: Any) -> Any:
+    def __init__(self: UntypedStorage, *args: Any, **kwargs: Any) -> None:
+        # UntypedStorage(sequence of byte values): the bytes, as PyTorch
+        if len(args) == 1 and not isinstance(args[0], (int, str, bytes)) and \
+                hasattr(args[0], "__len__") and not hasattr(args[0], "__index__"):
+            values = [int(v) & 0xFF for v in args[0]]
+            orig(self, len(values), **kwargs)
+            if values:
+                from ember import tensor, uint8
+
+                self._tensor().copy_(tensor(values, dtype=uint8))
+            return
+        orig(self, *args, **kwargs)
+
+    return __init__
+
+
+UntypedStorage.__init__ = _untyped_init_wrapper(UntypedStorage.__init__)  # type: ignore[method-assign]
 UntypedStorage.tolist = _untyped_tolist  # type: ignore[attr-defined]
 UntypedStorage.__repr__ = _untyped_repr  # type: ignore[method-assign]
+UntypedStorage.__str__ = _untyped_repr  # type: ignore[method-assign]
 UntypedStorage._new_shared = _untyped_new_shared  # type: ignore[attr-defined]
 UntypedStorage.is_shared = _untyped_is_shared  # type: ignore[attr-defined]
+UntypedStorage.__getitem__ = _untyped_getitem  # type: ignore[attr-defined]
+UntypedStorage.__setitem__ = _untyped_setitem  # type: ignore[attr-defined]
+UntypedStorage.__iter__ = _untyped_iter  # type: ignore[attr-defined]
+UntypedStorage.fill_ = _untyped_fill_  # type: ignore[attr-defined]
+UntypedStorage.copy_ = _untyped_copy_  # type: ignore[attr-defined]
+UntypedStorage.clone = _untyped_clone  # type: ignore[attr-defined]
+UntypedStorage.__copy__ = _untyped_clone  # type: ignore[attr-defined]
+UntypedStorage.__deepcopy__ = _untyped_deepcopy  # type: ignore[attr-defined]
+UntypedStorage.__reduce__ = _untyped_reduce  # type: ignore[method-assign]
+UntypedStorage.to = _untyped_to  # type: ignore[attr-defined]
+UntypedStorage.cpu = _untyped_cpu  # type: ignore[attr-defined]
+UntypedStorage.cuda = _untyped_cuda  # type: ignore[attr-defined]
+UntypedStorage.share_memory_ = _untyped_share_memory_  # type: ignore[attr-defined]
+UntypedStorage.from_buffer = staticmethod(_untyped_from_buffer)  # type: ignore[attr-defined]
+UntypedStorage.untyped = lambda self: self  # type: ignore[attr-defined]
+UntypedStorage.type = lambda self, dtype=None, non_blocking=False: "ember.storage.UntypedStorage"  # type: ignore[attr-defined]
+UntypedStorage.get_device = lambda self: self.device.index  # type: ignore[attr-defined]
+UntypedStorage.is_pinned = lambda self, device="cuda": False  # type: ignore[attr-defined]
+UntypedStorage.pin_memory = lambda self, device="cuda": self  # type: ignore[attr-defined]
+UntypedStorage.is_sparse = False  # type: ignore[attr-defined]
+UntypedStorage.is_sparse_csr = False  # type: ignore[attr-defined]
+_add_dtype_methods(UntypedStorage, _untyped_typed)
 
 
 class TypedStorage:
-    """A storage seen as elements of ``dtype`` (what ``Tensor.storage()`` returns).
+    """A storage seen as elements of ``dtype`` (what ``Tensor.storage()`` returns); it shares
+    the memory of the tensors over it.
+
+    ``TypedStorage()``, ``TypedStorage(size, dtype=, device=)``,
+    ``TypedStorage(sequence, dtype=, device=)`` or ``TypedStorage(wrap_storage=untyped, dtype=)``.
 
     >>> import ember
     >>> s = ember.ones(3).storage()
     >>> s.size(), s.nbytes(), s.dtype
     (3, 12, ember.float32)
+    >>> s[0] = 5; s.tolist()
+    [5.0, 1.0, 1.0]
     """
 
-    def __init__(self, untyped: UntypedStorage, dtype: dtype) -> None:
-        self._untyped_storage = untyped
-        self.dtype = dtype
+    is_sparse = False
+
+    def __init__(self, *args: Any, wrap_storage: UntypedStorage | None = None,
+                 dtype: dtype | None = None, device: Any = None, _internal: bool = False) -> None:
+        from ember import get_default_dtype
+
+        if args and isinstance(args[0], UntypedStorage) and wrap_storage is None:
+            wrap_storage, args = args[0], args[1:]
+            if args and dtype is None and isinstance(args[0], _C.dtype):
+                dtype, args = args[0], args[1:]
+        dt = get_default_dtype() if dtype is None else dtype
+        if not isinstance(dt, _C.dtype):
+            raise TypeError(f"TypedStorage(): dtype must be an ember.dtype, got "
+                            f"{type(dt).__name__}")
+        if wrap_storage is not None:
+            if args or device is not None:
+                raise TypeError("TypedStorage(): wrap_storage takes no other data or device")
+            if not isinstance(wrap_storage, UntypedStorage):
+                raise TypeError(f"TypedStorage(): wrap_storage must be an UntypedStorage, got "
+                                f"{type(wrap_storage).__name__}")
+            self._untyped_storage = wrap_storage
+        elif not args:
+            self._untyped_storage = UntypedStorage(0, device=device)
+        elif len(args) == 1 and isinstance(args[0], int) and not isinstance(args[0], bool):
+            self._untyped_storage = UntypedStorage(args[0] * dt.itemsize, device=device)
+        elif len(args) == 1 and hasattr(args[0], "__len__") and not isinstance(args[0], str):
+            from ember import tensor
+
+            t = tensor(list(args[0]), dtype=dt, device=device)
+            self._untyped_storage = t.untyped_storage()
+        else:
+            raise TypeError("TypedStorage.__init__ received an invalid combination of arguments: "
+                            "expected (), (int size), (Sequence data) or (wrap_storage="
+                            "UntypedStorage), each with keyword dtype and device; got "
+                            f"({', '.join(type(a).__name__ for a in args)})")
+        self.dtype = dt
 
     def untyped(self) -> UntypedStorage:
         return self._untyped_storage
@@ -104,11 +413,127 @@ class TypedStorage:
     def is_cuda(self) -> bool:
         return self._untyped_storage.is_cuda
 
+    def get_device(self) -> int | None:
+        return self.device.index
+
     def tolist(self) -> list[Any]:
         return self._tensor().tolist()
 
+    def __iter__(self) -> Any:
+        return iter(self.tolist())
+
+    def __getitem__(self, idx: Any) -> Any:
+        """``s[i]``: the element as a Python number (slices are only for UntypedStorage)."""
+        if isinstance(idx, slice):
+            raise RuntimeError("slices are only supported in UntypedStorage.__getitem__")
+        i = _check_index(idx, self.size(), "ember.TypedStorage", RuntimeError)
+        return self._tensor()[i].item()
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        """``s[i] = v`` or ``s[a:b] = v``: writes into the memory of the tensors over s."""
+        n = self.size()
+        if isinstance(idx, slice):
+            a, b = _slice_bounds(idx, n)
+            self._tensor()[a:b] = value
+            return
+        if isinstance(idx, (bool, Tensor)) or not hasattr(idx, "__index__"):
+            raise RuntimeError(f"can't index an ember.TypedStorage with {type(idx).__name__}")
+        i = idx.__index__()
+        if not -n <= i < n:
+            raise IndexError(f"index {i} is out of bounds for dimension 0 with size {n}")
+        self._tensor()[i] = value
+
+    def fill_(self, value: Any) -> TypedStorage:
+        """Sets every element to ``value``; returns self."""
+        self._tensor().fill_(value)
+        return self
+
+    def copy_(self, source: Any, non_blocking: bool | None = None) -> TypedStorage:
+        """Copies ``source``'s elements (a storage of the same number of bytes; a typed one is
+        converted to this dtype) into self; returns self."""
+        if isinstance(source, TypedStorage):
+            _check_copy_sizes(self.nbytes(), source.nbytes())
+            self._tensor().copy_(source._tensor(), non_blocking=bool(non_blocking))
+        else:
+            _untyped_copy_(self._untyped_storage, source, non_blocking)
+        return self
+
+    def clone(self) -> TypedStorage:
+        """A copy in new memory."""
+        return TypedStorage(self._untyped_storage.clone(), self.dtype)
+
+    __copy__ = clone
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TypedStorage:
+        if id(self) not in memo:
+            memo[id(self)] = self.clone()
+        return memo[id(self)]
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _rebuild_typed, (self._untyped_storage, repr(self.dtype).split(".")[-1])
+
+    def to(self, *, device: Any = None, non_blocking: bool = False) -> TypedStorage:
+        """The storage on ``device`` (self when already there)."""
+        u = _untyped_to(self._untyped_storage, device=device, non_blocking=non_blocking)
+        return self if u is self._untyped_storage else TypedStorage(u, self.dtype)
+
+    def cpu(self) -> TypedStorage:
+        return TypedStorage(self._untyped_storage.cpu(), self.dtype)
+
+    def cuda(self, device: Any = None, non_blocking: bool = False) -> TypedStorage:
+        return TypedStorage(_untyped_cuda(self._untyped_storage, device, non_blocking),
+                            self.dtype)
+
+    def resize_(self, size: int) -> None:
+        """Grows the storage to ``size`` elements (keeping its contents)."""
+        self._untyped_storage.resize_(size * self.element_size())
+
+    def resizable(self) -> bool:
+        return self._untyped_storage.resizable()
+
+    def share_memory_(self) -> TypedStorage:
+        """Moves the memory to shared memory in place; returns self."""
+        self._untyped_storage.share_memory_()
+        return self
+
     def is_shared(self) -> bool:
         return self._tensor().is_shared()
+
+    def is_pinned(self, device: Any = "cuda") -> bool:
+        return False
+
+    def pin_memory(self, device: Any = "cuda") -> TypedStorage:
+        return self
+
+    def pickle_storage_type(self) -> str:
+        """The legacy class name PyTorch pickles this dtype's storages under ("FloatStorage")."""
+        return _legacy_storage_name(self.dtype)
+
+    def type(self, dtype: Any = None, non_blocking: bool = False) -> str:
+        return f"ember.{_legacy_storage_name(self.dtype)}"
+
+    @classmethod
+    def from_buffer(cls, buffer: Any, byte_order: str | None = None, count: int = -1,
+                    offset: int = 0, *, dtype: dtype | None = None,
+                    device: Any = None) -> TypedStorage:
+        """A new storage of ``count`` elements of ``dtype`` read from a Python buffer at byte
+        ``offset`` in ``byte_order`` (a copy).
+
+        >>> import ember
+        >>> ember.TypedStorage.from_buffer(b"\\x01\\x00", "little", dtype=ember.int16).tolist()
+        [1]
+        """
+        from ember import get_default_dtype
+
+        dt = get_default_dtype() if dtype is None else dtype
+        u = _storage_of_bytes(_buffer_bytes(buffer, byte_order, count, offset, dt,
+                                            "TypedStorage.from_buffer"))
+        return TypedStorage(_untyped_to(u, device=device), dt)
+
+    def _to_dtype(self, dt: dtype) -> TypedStorage:
+        if dt == self.dtype:
+            return self
+        return TypedStorage(self._tensor().to(dt).untyped_storage(), dt)
 
     def _new_shared(self, size: int) -> TypedStorage:
         """A new storage of ``size`` elements of this dtype in shared memory (what the old
@@ -119,7 +544,29 @@ class TypedStorage:
         return _storage_view(self._untyped_storage, self.dtype)
 
     def __repr__(self) -> str:
-        return f"ember.TypedStorage(size={self.size()}, dtype={self.dtype}, device={self.device})"
+        lines = [f" {v}" for v in self.tolist()]
+        lines.append(f"[ember.storage.TypedStorage(dtype={self.dtype}, device={self.device}) of "
+                     f"size {self.size()}]")
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+
+_add_dtype_methods(TypedStorage, TypedStorage._to_dtype)
+
+
+def _legacy_storage_name(dt: dtype) -> str:
+    from ember._legacy import _STORAGE_NAMES
+
+    name = _STORAGE_NAMES.get(repr(dt))
+    if name is None:
+        name = {"complex64": "ComplexFloat", "complex128": "ComplexDouble"}.get(
+            repr(dt).split(".")[-1], repr(dt).split(".")[-1])
+    return f"{name}Storage"
+
+
+def _rebuild_typed(untyped: UntypedStorage, dtype_name: str) -> TypedStorage:
+    return TypedStorage(untyped, getattr(_C, dtype_name))
 
 
 def _storage_view(storage: UntypedStorage, dt: dtype) -> Tensor:

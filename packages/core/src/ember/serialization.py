@@ -205,6 +205,14 @@ class _Writer:
                     "ember's checkpoint format stores data; save its shape and dtype instead, or "
                     "materialize it first (module.to_empty(device='cpu'))")
             return {"$tensor": self.tensor(obj)}
+        from ember._storage import TypedStorage, UntypedStorage
+
+        if isinstance(obj, (TypedStorage, UntypedStorage)):
+            # a tensor over the whole storage (sharing its file storage with the tensors saved
+            # beside it), and the element dtype of a typed storage
+            typed = isinstance(obj, TypedStorage)
+            node = self.encode(obj._tensor(), f"{path} (storage)", depth + 1, active)
+            return {"$storage": [node, _dtype_name(obj.dtype) if typed else None]}
         if type(obj) is bytes:
             return {"$bytes": obj.hex()}
         if isinstance(obj, ember.dtype):
@@ -730,6 +738,15 @@ class _Reader:
                 return bytes.fromhex(val)
             except ValueError:
                 raise src.error(f"corrupt checkpoint: malformed bytes node {node!r}") from None
+        if tag == "$storage":
+            _check(isinstance(val, list) and len(val) == 2 and (val[1] is None or val[1] in
+                   self.dtypes), src, f"malformed storage node {node!r}")
+            t = self.decode(val[0], depth + 1)
+            _check(isinstance(t, Tensor), src, f"malformed storage node {node!r}")
+            from ember._storage import TypedStorage
+
+            u = t.untyped_storage()
+            return u if val[1] is None else TypedStorage(u, self.dtypes[val[1]])
         if tag == "$dtype":
             _check(val in self.dtypes, src, f"unknown dtype {val!r}")
             return self.dtypes[val]
