@@ -61,6 +61,7 @@ PROGRAMS = {
     "ddp_features": (1e-4, 1e-5),
     "eval_collectives": (1e-5, 1e-6),
     "dtensor_nn_ops": (1e-4, 1e-5),
+    "dtensor_strided_shard": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

@@ -98,6 +98,16 @@ def _levels(placements: Sequence[Placement], dim: int) -> list[int]:
             if isinstance(placements[m], Shard) and placements[m].dim == dim]
 
 
+def _interleaved(placements: Sequence[Placement], m: int) -> bool:
+    """Whether mesh dim m holds a _StridedShard that is the only cut of its tensor dim (torch's
+    meaning: the dim seen as (split_factor, rest), the rest split over the ranks - what a
+    sequence split becomes when it is flattened with the dims before it). A _StridedShard
+    next to other cuts of its dim is fully_shard's over tensor parallel (cut after them)."""
+    p = placements[m]
+    return (isinstance(p, _StridedShard) and p.split_factor > 1
+            and _levels(placements, p.dim) == [m])
+
+
 def _local_region(shape: Sequence[int], mesh: DeviceMesh, placements: Sequence[Placement],
                   coord: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
     """(offsets, sizes) of the piece at mesh coordinate coord (default: this rank's) in the
@@ -106,7 +116,10 @@ def _local_region(shape: Sequence[int], mesh: DeviceMesh, placements: Sequence[P
     sizes, offsets = [int(s) for s in shape], [0] * len(shape)
     for m in _cut_order(placements):
         p = placements[m]
-        if isinstance(p, Shard):
+        if _interleaved(placements, m):  # not one block: the offset stays the dim's start
+            sf = p.split_factor
+            sizes[p.dim] = sf * _chunk_sizes(sizes[p.dim] // sf, mesh.size(m))[coord[m]]
+        elif isinstance(p, Shard):
             chunks = _chunk_sizes(sizes[p.dim], mesh.size(m))
             offsets[p.dim] += sum(chunks[:coord[m]])
             sizes[p.dim] = chunks[coord[m]]
@@ -127,6 +140,32 @@ def _my_chunk(full: ember.Tensor, dim: int, mesh: DeviceMesh, mesh_dim: int = 0)
     sizes = _chunk_sizes(full.shape[dim], mesh.size(mesh_dim))
     me = mesh.get_local_rank(mesh_dim)
     return full.narrow(dim, sum(sizes[:me]), sizes[me]).contiguous()
+
+
+def _my_strided_chunk(full: ember.Tensor, dim: int, sf: int, mesh: DeviceMesh,
+                      m: int) -> ember.Tensor:
+    """This rank's piece of full as _StridedShard(dim, sf) over mesh dim m: the dim seen as
+    (sf, rest), this rank's chunk of rest."""
+    split = full.unflatten(dim, (sf, full.shape[dim] // sf))
+    return _my_chunk(split, dim + 1, mesh, m).flatten(dim, dim + 1).contiguous()
+
+
+def _strided_gather(local: ember.Tensor, dim: int, sf: int, length: int, mesh: DeviceMesh,
+                    m: int) -> ember.Tensor:
+    """The whole dim back from its _StridedShard(dim, sf) pieces over mesh dim m (one
+    all-gather, each rank's (sf, chunk) padded to the largest chunk)."""
+    n = mesh.size(m)
+    sizes = _chunk_sizes(length // sf, n)
+    top = max(sizes)
+    split = local.unflatten(dim, (sf, local.shape[dim] // sf))
+    pad = list(split.shape)
+    pad[dim + 1] = top - split.shape[dim + 1]
+    padded = ember.cat([split, split.new_zeros(pad)], dim + 1) if pad[dim + 1] else split
+    parts = [ember.empty_like(padded) for _ in sizes]
+    with counted_as("c10d_functional.all_gather_into_tensor"):
+        c10d.all_gather(parts, padded.contiguous(), group=mesh.get_group(m))
+    whole = ember.cat([p.narrow(dim + 1, 0, s) for p, s in zip(parts, sizes)], dim + 1)
+    return whole.flatten(dim, dim + 1)
 
 
 def _all_gather(local: ember.Tensor, dim: int, length: int, mesh: DeviceMesh,
@@ -246,7 +285,10 @@ def _move(local: ember.Tensor, spec: _Spec, target: Sequence[Placement]) -> embe
             before = before[:before.index(m)]
             level = _local_region(spec.shape, mesh, [cur[i] if i in before else Replicate()
                                                      for i in range(n)])[1][p.dim]
-            local = _all_gather(local, p.dim, level, mesh, m)
+            if _interleaved(cur, m):
+                local = _strided_gather(local, p.dim, p.split_factor, level, mesh, m)
+            else:
+                local = _all_gather(local, p.dim, level, mesh, m)
         else:
             local = _all_reduce(local, p, mesh, m)
         cur[m] = Replicate()
@@ -256,6 +298,8 @@ def _move(local: ember.Tensor, spec: _Spec, target: Sequence[Placement]) -> embe
             continue
         if isinstance(p, Shard) and m in scatter:
             local = _reduce_scatter(local, cur[m], p.dim, mesh, m)
+        elif _interleaved(target, m):
+            local = _my_strided_chunk(local, p.dim, p.split_factor, mesh, m)
         elif isinstance(p, Shard):
             local = _my_chunk(local, p.dim, mesh, m)
         elif isinstance(p, Partial):
@@ -654,7 +698,10 @@ def _even_over(d: DTensor, dims: list[int]) -> bool:
     mesh = d._spec.mesh
     split: dict[int, int] = {}
     for m, p in enumerate(d._spec.placements):
-        if isinstance(p, Shard) and p.dim in dims:
+        if _interleaved(d._spec.placements, m) and p.dim in dims:
+            if (d.shape[p.dim] // p.split_factor) % mesh.size(m):
+                return False
+        elif isinstance(p, Shard) and p.dim in dims:
             split[p.dim] = split.get(p.dim, 1) * mesh.size(m)
     return all(d.shape[i] % n == 0 for i, n in split.items())
 
@@ -700,7 +747,15 @@ def _matmul_rule(c: _Call, m: int) -> Any:
     rows, cols, rep = Shard(0), Shard(1), Replicate()
     table = {(rows, rep): rows, (rep, cols): cols, (cols, rows): Partial("sum"),
              (rep, rep): rep}
-    if (pa, pb) in table:
+    sa, sb = _interleaved(a.placements, m), _interleaved(b.placements, m)
+    if sa or sb:  # a flattened sequence split: its rows stay split, so do the contractions
+        if sa and pa.dim == 0 and not sb:
+            pb, out = rep, pa
+        elif sa and sb and pa.dim == 1 and pb.dim == 0 and pa.split_factor == pb.split_factor:
+            out = Partial("sum")
+        else:
+            return None
+    elif (pa, pb) in table:
         out = table[(pa, pb)]
     elif _is_plain_sum(pa) and pb == rep or pa == rep and _is_plain_sum(pb):
         out = Partial("sum")
@@ -719,7 +774,8 @@ def _matmul_rule(c: _Call, m: int) -> Any:
         bias = c.args[0]
         if isinstance(out, Shard):  # this rank's rows / columns of the bias, unless broadcast
             at = bias.ndim - 2 + out.dim
-            targets[id(bias)] = Shard(at) if at >= 0 and bias.shape[at] != 1 else rep
+            targets[id(bias)] = (dataclasses.replace(out, dim=at)
+                                 if at >= 0 and bias.shape[at] != 1 else rep)
         else:  # a partial sum adds the bias once
             targets[id(bias)] = out
     elif c.name == "addmm" and not isinstance(out, Replicate):
@@ -759,7 +815,9 @@ def _reshape_rule(c: _Call, m: int) -> Any:
     """A Shard dim that the view keeps whole (the dims before it and after it may merge or
     split) stays sharded, at its new index; so does one that becomes the outer part of a merged
     dim, or is split with its outer part evenly divided over the ranks (each rank's piece is
-    then still one block of the new dim)."""
+    then still one block of the new dim). One merged with the dims before it becomes a
+    _StridedShard (torch's: a flattened sequence split moves no data), and such a dim split
+    back becomes a Shard again."""
     d = c.args[0]
     p = d._spec.placements[m]
     new = _view_shape(c)
@@ -767,21 +825,57 @@ def _reshape_rule(c: _Call, m: int) -> Any:
         return None
     if not isinstance(p, Shard):
         return [p], p
+    out = _reshaped(d, m, new)
+    return None if out is None else ([p], out)
+
+
+def _reshaped(d: DTensor, m: int, new: list[int]) -> Shard | None:
+    """Where the Shard of d on mesh dim m lands when d is viewed as new (None: gather)."""
+    p = d._spec.placements[m]
     old = list(d.shape)
-    before, after = math.prod(old[:p.dim]), math.prod(old[p.dim + 1:])
-    ways = math.prod(d.device_mesh.size(i) for i in _levels(d.placements, p.dim))
-    for nd in range(len(new)):
-        if math.prod(new[:nd]) != before:
-            continue
-        if new[nd] == old[p.dim] and math.prod(new[nd + 1:]) == after:
-            return [p], dataclasses.replace(p, dim=nd)
-        if type(p) is not Shard:
+    # tensor dims cut on the other mesh dims: a strided split must not merge with them
+    others = {q.dim for i, q in enumerate(d.placements) if i != m and isinstance(q, Shard)}
+    if _interleaved(d.placements, m):
+        # as a plain Shard of the dim seen as (sf, rest)
+        sf = p.split_factor
+        if old[p.dim] % sf:
             return None
-        merged = any(new[nd] == math.prod(old[p.dim:k]) for k in range(p.dim + 2, len(old) + 1))
-        split = any(old[p.dim] == math.prod(new[nd:k]) for k in range(nd + 2, len(new) + 1))
-        if (merged and old[p.dim] % ways == 0) or (split and new[nd] % ways == 0):
-            return [p], dataclasses.replace(p, dim=nd)
-        return None
+        old = old[:p.dim] + [sf, old[p.dim] // sf] + old[p.dim + 1:]
+        others = {i + (i > p.dim) for i in others}
+        return _reshape_shard(old, p.dim + 1, new, d.device_mesh.size(m), others)
+    ways = math.prod(d.device_mesh.size(i) for i in _levels(d.placements, p.dim))
+    if type(p) is Shard:
+        return _reshape_shard(old, p.dim, new, ways,
+                              others if ways == d.device_mesh.size(m) else None)
+    before, after = math.prod(old[:p.dim]), math.prod(old[p.dim + 1:])
+    for nd in range(len(new)):  # fully_shard's _StridedShard: only a dim kept whole
+        if math.prod(new[:nd]) == before and new[nd] == old[p.dim] \
+                and math.prod(new[nd + 1:]) == after:
+            return dataclasses.replace(p, dim=nd)
+    return None
+
+
+def _reshape_shard(old: list[int], dim: int, new: list[int], ways: int,
+                   others: set[int] | None) -> Shard | None:
+    """Where Shard(dim) of shape old lands in the view new (split ways), or None: gather.
+    others: the dims cut on other mesh dims (None: no _StridedShard may come out)."""
+    before, after = math.prod(old[:dim]), math.prod(old[dim + 1:])
+    for nd in range(len(new)):
+        if math.prod(new[:nd]) == before:
+            if new[nd] == old[dim] and math.prod(new[nd + 1:]) == after:
+                return Shard(nd)
+            merged = any(new[nd] == math.prod(old[dim:k]) for k in range(dim + 2, len(old) + 1))
+            split = any(old[dim] == math.prod(new[nd:k]) for k in range(nd + 2, len(new) + 1))
+            if (merged and old[dim] % ways == 0) or (split and new[nd] % ways == 0):
+                return Shard(nd)
+            return None
+        if others is None or 0 in old or math.prod(new[nd + 1:]) != after:
+            continue
+        for j in range(dim):  # merged with old[j:dim] before it (and nothing after)
+            if math.prod(old[:j]) == math.prod(new[:nd]) and \
+                    new[nd] == math.prod(old[j:dim + 1]) and not others & set(range(j, dim)):
+                sf = math.prod(old[j:dim])
+                return _StridedShard(nd, split_factor=sf) if sf > 1 else Shard(nd)
     return None
 
 
@@ -1137,7 +1231,25 @@ def _unflatten_rule(c: _Call, m: int) -> Any:
         return [p], p
     if p.dim > dim:
         return [p], dataclasses.replace(p, dim=p.dim + len(c.args[2]) - 1)
+    if _interleaved(d.placements, m):  # a flattened sequence split unflattened: a view
+        sizes = [int(s) for s in c.args[2]]
+        if -1 in sizes:
+            known = math.prod(s for s in sizes if s != -1)
+            sizes[sizes.index(-1)] = d.shape[dim] // known if known else 0
+        out = _reshaped(d, m, list(d.shape[:dim]) + sizes + list(d.shape[dim + 1:]))
+        return None if out is None else ([p], out)
     return None
+
+
+def _unflatten_locally(c: _Call, local_args: tuple, local_kwargs: dict, outs: list[Any]) -> Any:
+    """unflatten of the pieces: their view as this rank's piece of the output."""
+    d, dim = c.args[0], int(c.args[1]) % c.args[0].ndim
+    sizes = [int(s) for s in c.args[2]]
+    if -1 in sizes:
+        known = math.prod(s for s in sizes if s != -1)
+        sizes[sizes.index(-1)] = d.shape[dim] // known if known else 0
+    new = list(d.shape[:dim]) + sizes + list(d.shape[dim + 1:])
+    return local_args[0].reshape(_local_region(new, c.mesh, _out_placements(outs, 0))[1])
 
 
 def _class_loss_rule(c: _Call, m: int) -> Any:
@@ -1244,10 +1356,14 @@ _RULES: dict[str, _Rule] = {
                                            "_cross_entropy_loss_backward",
                                            "nll_loss_backward")},
 }
+# the rules that treat a _StridedShard (the dim seen as (split_factor, rest), rest split) right
+_KNOWS_STRIDED = frozenset({_pointwise_rule, _like_rule, _reshape_rule, _matmul_rule,
+                            _transpose_rule, _reduce_rule, _unflatten_rule})
 # how an op runs on the pieces when that is not the op itself
 _LOCAL_RUN: dict[str, Callable] = {"view": _reshape_locally, "reshape": _reshape_locally,
                                    "_unsafe_view": _reshape_locally, "expand": _reshape_locally,
-                                   "embedding": _embedding_locally}
+                                   "embedding": _embedding_locally,
+                                   "unflatten": _unflatten_locally}
 # ops computed over the ranks by code of their own while a context is on (loss_parallel):
 # op name -> handler(call) returning the result, or None to go on as usual
 _SPECIAL: dict[str, Callable[[_Call], Any]] = {}
@@ -1292,6 +1408,9 @@ def _plan(c: _Call) -> tuple[list[list[Placement]], list[Any]] | None:
     fitted = False
     for m in range(n):
         got = rule(c, m) if rule is not None else None
+        if got is not None and rule not in _KNOWS_STRIDED and any(
+                _interleaved(d._spec.placements, m) for d in c.ds):
+            got = None  # a rule that assumes one block per rank: gather the strided split
         if got is None:
             for t in targets:
                 t[m] = Replicate()
