@@ -156,8 +156,9 @@ def test_redistribute_from_and_to_strided(results):
             assert r[name]["placements"] == [STRIDED]
             assert r[name]["local"] == r["flatten"]["local"], name
             assert r[name]["full"] == FLAT.tolist()
-        assert r["add_shard0"]["placements"] == [STRIDED]
-        assert r["add_shard0"]["counts"] == one_gather  # the Shard(0) operand moved to it
+        # a plain Shard wins (as torch's): the strided operand is moved to Shard(0)
+        assert r["add_shard0"]["placements"] == ["Shard(dim=0)"]
+        assert r["add_shard0"]["counts"] == one_gather
         assert r["add_shard0"]["full"] == (2 * FLAT).tolist()
         assert r["slice"]["full"] == FLAT[1:7].tolist()  # gathered, never a wrong piece
 
@@ -184,7 +185,8 @@ def test_uneven_split(results):
         assert r["uneven_back"]["placements"] == ["Shard(dim=1)"]
         assert r["uneven_back"]["full"] == X5.tolist()
         assert r["uneven_to_replicate"]["local"] == flat5.tolist()
-        # pieces of 6 and 4 rows: the mean is the whole sum over 10 (never a mean of means)
+        # pieces of 6 and 4 rows: never a mean of the means (torch gathers, so does ember)
+        assert r["uneven_mean0"]["placements"] == ["Replicate()"]
         np.testing.assert_allclose(r["uneven_mean0"]["full"], flat5.mean(0), rtol=1e-12)
         np.testing.assert_allclose(r["uneven_mm"]["full"], flat5 @ np.ones((3, 2)), rtol=1e-12)
 

@@ -55,6 +55,12 @@ def worker(rank, world_size, port, out):
     step("view", lambda: dx.view(B * S, H), x.view(B * S, H))
     step("reshape", lambda: dx.reshape(-1, H), x.reshape(-1, H))
     step("unflatten_back", lambda: y.view(B, S, H), x)
+    step("unflatten", lambda: y.unflatten(0, (B, S)), x)
+    step("transpose", lambda: y.t(), x.flatten(0, 1).t())
+    rows = distribute_tensor(x.flatten(0, 1), mesh, [Shard(0)])
+    step("add_shard0", lambda: y + rows, 2 * x.flatten(0, 1))
+    bias = distribute_tensor(torch.ones(OUT, dtype=torch.float64), mesh, [Replicate()])
+    step("addmm", lambda: torch.addmm(bias, y, dw.t()), x.flatten(0, 1) @ w.t() + 1)
     step("view_merge_after", lambda: y.view(B, S * H), x.view(B, S * H))
     r = step("relu", lambda: y.relu(), x.flatten(0, 1).relu())
     step("add_self", lambda: r + y * 2.0, x.flatten(0, 1).relu() + x.flatten(0, 1) * 2.0)
@@ -86,6 +92,10 @@ def worker(rank, world_size, port, out):
     d5 = distribute_tensor(x5, mesh, [Shard(1)])
     y5 = step("uneven_flatten", lambda: d5.flatten(0, 1), x5.flatten(0, 1))
     step("uneven_back", lambda: y5.view(3, 5, 4), x5)
+    step("mean0", lambda: y.mean(0), x.flatten(0, 1).mean(0))
+    step("shard0_add", lambda: rows + y, 2 * x.flatten(0, 1))
+    step("uneven_mean0", lambda: y5.mean(0), x5.flatten(0, 1).mean(0))
+    step("uneven_slice", lambda: y5[1:7], x5.flatten(0, 1)[1:7])
     step("uneven_to_replicate", lambda: y5.redistribute(mesh, [Replicate()]), x5.flatten(0, 1))
     if rank == 0:
         with open(os.path.join(out, "result.json"), "w") as f:

@@ -622,9 +622,11 @@ def _pointwise_rule(c: _Call, m: int) -> Any:
                 c.name == "neg" and _is_plain_sum(pl[0])) or (
                 len(c.ds) == 1 and _cast_keeps_partial(c, pl[0])):
             return pl, pl[0]
-    out = next((dataclasses.replace(p, dim=p.dim + nd - d.ndim) for p, d in zip(pl, c.ds)
-                if isinstance(p, Shard)),
-               Replicate())
+    # a plain Shard wins over a flattened sequence split (_StridedShard), as in torch
+    shards = sorted((i for i, p in enumerate(pl) if isinstance(p, Shard)),
+                    key=lambda i: _interleaved(c.ds[i]._spec.placements, m))
+    out = (dataclasses.replace(pl[shards[0]], dim=pl[shards[0]].dim + nd - c.ds[shards[0]].ndim)
+           if shards else Replicate())
     if isinstance(out, Shard) and ember.broadcast_shapes(
             *(tuple(t.shape) for t in _tensor_leaves(c)))[out.dim] == 1:
         out = Replicate()  # every operand broadcasts along it: nothing to split
@@ -689,6 +691,8 @@ def _reduce_rule(c: _Call, m: int) -> Any:
         return [p], _NormPartial(2.0 if ord_ is None else float(ord_))
     if c.name == "mean" and _even_over(d, dims):
         return [p], Partial("avg")  # as torch's: every piece's mean, averaged
+    if c.name == "mean" and _interleaved(d._spec.placements, m):
+        return None  # uneven strided pieces: torch gathers
     return [p], Partial(kind)
 
 
