@@ -37,7 +37,10 @@ class Shard(Placement):
 class _StridedShard(Shard):
     """Shard(dim) that cuts after the later mesh dimensions sharding the same dim (torch's
     name and printing): fully_shard over tensor-parallel pieces splits each rank's TP piece
-    again, which in mesh order ("dp", "tp") is not a plain (Shard(0), Shard(0))."""
+    again, which in mesh order ("dp", "tp") is not a plain (Shard(0), Shard(0)). As the only
+    cut of its dim it is torch's strided split: the dim seen as (split_factor, rest), rest
+    split over the ranks - Shard(1) of (B, S, H) flattened to (B * S, H) is
+    _StridedShard(0, sf=B) with no data moved."""
 
     split_factor: int = 1
 
