@@ -355,15 +355,18 @@ _ALIASES = {
 def _alias_of(alias: str, target: str, fn: Any) -> Any:
     """``fn`` (the op ``target``) under the name ``alias``: its errors name the alias the
     program called (``multiply: result type ...``, not ``mul: ...``)."""
-    prefixes = tuple(target + end for end in (":", "()", "_:", "_()"))
+    # (an in-place method's kernel may name the out-of-place op: mul_ raises "mul: ...")
+    names = sorted({target, target.rstrip("_")}, key=len, reverse=True)
 
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except Exception as e:
             msg = e.args[0] if e.args and isinstance(e.args[0], str) else ""
-            if msg.startswith(prefixes):
-                e.args = (alias + msg[len(target):], *e.args[1:])
+            for name in names:
+                if msg.startswith((name + ":", name + "()")):
+                    e.args = (alias + msg[len(name):], *e.args[1:])
+                    break
             raise
 
     call.__name__ = call.__qualname__ = alias
