@@ -329,7 +329,9 @@ def tensor_expr(a: Arg) -> str:
 
 
 def node_name(op: Op, idx: int) -> str:
-    camel = "".join(p.capitalize() for p in op.name.strip("_").split("_"))
+    # title(), as torch's codegen: a letter after a digit is upper case too (_fft_c2c is
+    # FftC2CBackward0, upsample_nearest_exact2d UpsampleNearestExact2DBackward0)
+    camel = "".join(p.title() for p in op.name.strip("_").split("_"))
     return f"{camel}Backward{idx}"
 
 
@@ -1157,7 +1159,7 @@ def gen_binding(op: Op, kind: str) -> str:
             extra_kw.append(Arg("bool", "requires_grad", "False", True))
             pyargs.append('py::arg("requires_grad") = false')
             grad_flag = "if (requires_grad) autograd::set_requires_grad(r, true); "
-        rule = ", OutDtype::Exact" if op.out_exact else ""
+        rule = ", OutDtype::Exact" if op.out_exact else ", OutDtype::Bool" if op.out_bool else ""
         # As torch's reductions, scans and factories: with out= and no dtype=, compute in out's
         # dtype (ops whose out= must have the result's exact dtype keep that rule).
         infer = ("if (out && !dtype) dtype = (*out)->dtype(); "

@@ -683,7 +683,9 @@ def test_special_functions_match_scipy():
     x = x[np.abs(x - np.round(x)) > 1e-3]
     np.testing.assert_allclose(val(_special.lgamma(_e(x))), sp.gammaln(x), rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(val(_special.digamma(_e(x))), sp.digamma(x), rtol=1e-12, atol=1e-13)
-    np.testing.assert_allclose(val(_special.trigamma(_e(x))), sp.polygamma(1, x), rtol=1e-12)
+    # torch's trigamma (six recurrence steps, a short series; bit for bit in ember since
+    # session 22) is good to ~5e-10 relative
+    np.testing.assert_allclose(val(_special.trigamma(_e(x))), sp.polygamma(1, x), rtol=1e-9)
     a = np.array([0.1, 0.5, 3.0, 50.0, 200.0])[:, None]
     z = np.array([0.01, 0.5, 3.0, 60.0, 250.0])[None, :]
     np.testing.assert_allclose(val(_special.gammainc(_e(a), _e(z))), sp.gammainc(a, z), rtol=1e-13, atol=1e-300)

@@ -148,7 +148,7 @@ def test_meta_stats_dtype_matches_cpu(dtype):
 def test_float32_and_float64_unchanged():
     for dt in (ember.float32, ember.float64):
         x = ember.randn(3, 6, dtype=dt)
-        _, m, r = ember.native_layer_norm(x, [6], ember.ones(6), None, 1e-5)
+        _, m, r = ember.native_layer_norm(x, [6], ember.ones(6, dtype=dt), None, 1e-5)
         assert m.dtype == r.dtype == dt
         assert ember._C._fused_rms_norm(x, [6], None, 1e-5)[1].dtype == dt
 

@@ -318,6 +318,8 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
   ix::check_cuda(input, op, "input");
   const std::pair<int64_t, int64_t> rm =
       nn::row_norm_shape(op, input, normalized_shape, weight, bias, kDevice);
+  // (RMS norm, like torch's composite one, takes a weight of another dtype)
+  if (center) nn::check_norm_param_dtypes(op, input, {{&weight, "weight"}, {&bias, "bias"}});
   const int64_t R = rm.first, M = rm.second;
   DeviceGuard guard(ix::device_index(input));
   Tensor x = nnk::contig(input, op);

@@ -68,31 +68,37 @@ void check_host_divisor(const TensorIterator& it, const char* msg) {
   if (load_scalar(it.data(2), it.dtype(2)).to_int() == 0) EMBER_FAIL(Runtime, msg);
 }
 
-Tensor div(const Tensor& self, const TensorOrScalar& other, const std::optional<std::string>& mode,
-           const Tensor& out) {
-  ElementwiseIterator it("div");
+// div and its aliases true_divide / floor_divide (name: the op errors name).
+Tensor div_named(const char* name, const Tensor& self, const TensorOrScalar& other,
+                 const std::optional<std::string>& mode, const Tensor& out) {
+  ElementwiseIterator it(name);
   binary_iter(it, self, other, out);
   if (!mode) {
     it.promote_int_to_float(true).build();
-    run<Types::Float, void, 2>(it, "div", stateless(fn::true_div{}));
+    run<Types::Float, void, 2>(it, name, stateless(fn::true_div{}));
     return it.output();
   }
   check_div_mode(*mode);
   it.build();
-  check_host_divisor(it, "div: ZeroDivisionError (integer division by zero)");
+  const std::string zero = std::string(name) + ": ZeroDivisionError (integer division by zero)";
+  check_host_divisor(it, zero.c_str());
   if (*mode == "floor") {
-    run<Types::Numeric, void, 2>(it, "div", stateless(fn::floor_div{}));
+    run<Types::Numeric, void, 2>(it, name, stateless(fn::floor_div{}));
   } else {
-    run<Types::Numeric, void, 2>(it, "div", stateless(fn::trunc_div{}));
+    run<Types::Numeric, void, 2>(it, name, stateless(fn::trunc_div{}));
   }
   return it.output();
 }
 
+Tensor div(const Tensor& self, const TensorOrScalar& other, const std::optional<std::string>& mode,
+           const Tensor& out) {
+  return div_named("div", self, other, mode, out);
+}
 Tensor true_divide(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
-  return div(self, other, std::nullopt, out);
+  return div_named("true_divide", self, other, std::nullopt, out);
 }
 Tensor floor_divide(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
-  return div(self, other, std::string("floor"), out);
+  return div_named("floor_divide", self, other, std::string("floor"), out);
 }
 
 Tensor remainder(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {

@@ -23,6 +23,35 @@ std::pair<int64_t, int64_t> row_norm_shape(const char* op, const Tensor& input,
   return {cols == 0 ? 0 : input->numel() / cols, cols};
 }
 
+void check_norm_param_dtypes(const char* op, const Tensor& input,
+                             std::initializer_list<NormParam> params) {
+  const ScalarType in = input->dtype();
+  const bool reduced = in == ScalarType::Float16 || in == ScalarType::BFloat16;
+  const NormParam* first = nullptr;
+  for (const NormParam& p : params) {
+    if (!*p.tensor) continue;
+    const ScalarType dt = (*p.tensor)->dtype();
+    if (!reduced) {
+      EMBER_CHECK(dt == in, op, ": expected ", p.name, " to have the input's dtype ",
+                  dtype_name(in), ", but got ", dtype_name(dt),
+                  " (mixed dtypes: convert the parameters or the input first)");
+      continue;
+    }
+    EMBER_CHECK(dt == in || dt == ScalarType::Float32, op, ": expected ", p.name,
+                " to have dtype float32 or the input's ", dtype_name(in), ", but got ",
+                dtype_name(dt));
+    if (!first) {
+      first = &p;
+    } else {
+      const ScalarType want = (*first->tensor)->dtype();
+      EMBER_CHECK(dt == want, op, ": expected ", p.name, " to have the same dtype as ", first->name,
+                  " (", dtype_name(want), "; a ", dtype_name(in),
+                  " input takes parameters all float32 or all ", dtype_name(in), "), but got ",
+                  dtype_name(dt));
+    }
+  }
+}
+
 DimVector row_stat_shape(const Tensor& input, int64_t k) {
   DimVector s;
   for (int64_t i = 0; i < input->dim(); ++i) s.push_back(i < input->dim() - k ? input->size(i) : 1);
@@ -65,6 +94,7 @@ GroupShape group_norm_shape(const char* op, const Tensor& input, int64_t num_gro
   check_floating_input(op, input);
   EMBER_CHECK(input->dim() >= 2, op, ": expected an input of shape (N, C, *), got ",
               shape_str(input->sizes()));
+  check_norm_param_dtypes(op, input, {{&weight, "weight"}, {&bias, "bias"}});
   GroupShape s{input->size(0), input->size(1), num_groups, 1};
   for (int64_t d = 2; d < input->dim(); ++d) s.hw *= input->size(d);
   EMBER_CHECK_KIND(num_groups > 0 && s.c % num_groups == 0, Value, op,
@@ -114,6 +144,11 @@ BatchShape batch_norm_shape(const char* op, const Tensor& input, const Tensor& w
   check_floating_input(op, input);
   EMBER_CHECK(input->dim() >= 2, op, ": expected an input of shape (N, C, *), got ",
               shape_str(input->sizes()));
+  check_norm_param_dtypes(op, input,
+                          {{&weight, "weight"},
+                           {&bias, "bias"},
+                           {&running_mean, "running_mean"},
+                           {&running_var, "running_var"}});
   BatchShape s{input->size(0), input->size(1), 1, 0};
   for (int64_t d = 2; d < input->dim(); ++d) s.HW *= input->size(d);
   for (const Tensor* p : {&weight, &bias, &running_mean, &running_var})

@@ -18,6 +18,16 @@ std::pair<int64_t, int64_t> row_norm_shape(const char* op, const Tensor& input,
                                            const DimVector& normalized_shape, const Tensor& weight,
                                            const Tensor& bias, DeviceCheck device_check = nullptr);
 
+// torch's rule for a norm's parameters (weight, bias, running stats; null ones skipped): all of
+// the input's dtype, or for a float16 / bfloat16 input all of one dtype, the input's or float32
+// (the mixed case). Anything else is refused (torch: "mixed dtype"), not silently converted.
+struct NormParam {
+  const Tensor* tensor;
+  const char* name;
+};
+void check_norm_param_dtypes(const char* op, const Tensor& input,
+                             std::initializer_list<NormParam> params);
+
 // The mean / rstd shape of a layer/RMS norm over the last k dims (those become 1).
 DimVector row_stat_shape(const Tensor& input, int64_t k);
 

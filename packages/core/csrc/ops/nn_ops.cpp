@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/dispatch.h"
+#include "kernels/norm_rules.h"
 #include "ops.h"
 #include "ops/host_sync.h"
 #include "ops/sdp_backends.h"
@@ -575,6 +576,11 @@ Tensor instance_norm(const Tensor& input, const Tensor& weight, const Tensor& bi
   const char* op = "instance_norm";
   EMBER_CHECK(input->dim() >= 3, op, ": expected an input of shape (N, C, *spatial), got ",
               shape_str(input->sizes()));
+  nn::check_norm_param_dtypes(op, input,
+                              {{&weight, "weight"},
+                               {&bias, "bias"},
+                               {&running_mean, "running_mean"},
+                               {&running_var, "running_var"}});
   const int64_t N = input->size(0), C = input->size(1);
   DimVector shape{1, N * C};
   for (int64_t d = 2; d < input->dim(); ++d) shape.push_back(input->size(d));
@@ -597,7 +603,8 @@ Tensor instance_norm(const Tensor& input, const Tensor& weight, const Tensor& bi
   ps[1] = C;
   if (weight) out = mul(out, ops::reshape(weight, ps));
   if (bias) out = add(out, ops::reshape(bias, ps));
-  return out;
+  // float32 parameters of a float16 / bfloat16 input: the result keeps the input's dtype
+  return out->dtype() == input->dtype() ? out : ops::_to_dtype(out, input->dtype(), false);
 }
 
 // ---- embedding_bag, dropout, attention ------------------------------------------------------

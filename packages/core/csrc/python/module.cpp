@@ -25,6 +25,7 @@ namespace ember {
 
 void bind_generated_ops(py::module_& m, TensorClass& cls);
 void bind_forward_ad(py::module_& m);
+void bind_gamma_values(py::module_& m);  // python/gamma_py.cpp
 void bind_op_observer(py::module_& m);
 void bind_profiler(py::module_& m);         // python/profiler_py.cpp
 void bind_memory_history(py::module_& m);   // python/memory_history_py.cpp
@@ -546,6 +547,7 @@ PYBIND11_MODULE(_C, m) {
   bind_storage(m, cls);
   bind_autograd(m, cls);
   bind_forward_ad(m);
+  bind_gamma_values(m);
   bind_op_observer(m);
   bind_profiler(m);
   bind_memory_history(m);

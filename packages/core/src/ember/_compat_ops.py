@@ -453,6 +453,8 @@ class _Hypot(_Function):
     """hypot with torch's derivatives: grad * x / r for either leg (NaN at the origin, 0 / 0)
     and the tangent (x_t x + y_t y) / r over the legs that carry one."""
 
+    _node_name = "HypotBackward0"  # torch's node
+
     @staticmethod
     def forward(ctx: Any, a: Tensor, b: Tensor) -> Tensor:
         ctx.set_materialize_grads(False)
@@ -1029,6 +1031,9 @@ def _quantile(op: str, input: Tensor, q: Any, dim: int | None, keepdim: bool,
         raise RuntimeError(f"{op}() interpolation must be one of {', '.join(_INTERPOLATIONS)}. "
                          f"Got '{interpolation}'")
     scalar_q = not isinstance(q, Tensor)
+    if not scalar_q and q.dtype != input.dtype:  # (not converted: torch refuses it)
+        raise RuntimeError(f"{op}() q tensor must be same dtype as the input tensor (input "
+                           f"{input.dtype}, q {q.dtype})")
     qt = _C.tensor([float(q)] if scalar_q else q.tolist() if q.ndim else [q.item()],
                    dtype=input.dtype, device=input.device).reshape(-1)
     if isinstance(q, Tensor) and q.ndim > 1:

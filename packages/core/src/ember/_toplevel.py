@@ -352,6 +352,29 @@ _ALIASES = {
 }
 
 
+def _alias_of(alias: str, target: str, fn: Any) -> Any:
+    """``fn`` (the op ``target``) under the name ``alias``: its errors name the alias the
+    program called (``multiply: result type ...``, not ``mul: ...``)."""
+    # (an in-place method's kernel may name the out-of-place op: mul_ raises "mul: ...")
+    names = sorted({target, target.rstrip("_")}, key=len, reverse=True)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            msg = e.args[0] if e.args and isinstance(e.args[0], str) else ""
+            for name in names:
+                if msg.startswith((name + ":", name + "()")):
+                    e.args = (alias + msg[len(name):], *e.args[1:])
+                    break
+            raise
+
+    call.__name__ = call.__qualname__ = alias
+    call.__doc__ = getattr(fn, "__doc__", None)
+    call.__wrapped__ = fn
+    return call
+
+
 def _get_device(self: Tensor) -> int:
     """The device index: -1 on the CPU (and for devices without an index), as PyTorch."""
     if self.device.type == "cpu" or self.device.index is None:
@@ -452,10 +475,11 @@ def _install() -> None:
             setattr(Tensor, name, fn)
     for alias, target in _ALIASES.items():
         if not hasattr(ember, alias) and hasattr(ember, target):
-            setattr(ember, alias, getattr(ember, target))
+            setattr(ember, alias, _alias_of(alias, target, getattr(ember, target)))
         for suffix in ("", "_"):
             if not hasattr(Tensor, alias + suffix) and hasattr(Tensor, target + suffix):
-                setattr(Tensor, alias + suffix, getattr(Tensor, target + suffix))
+                setattr(Tensor, alias + suffix,
+                        _alias_of(alias + suffix, target + suffix, getattr(Tensor, target + suffix)))
     if not hasattr(Tensor, "clamp_min_"):
         Tensor.clamp_min_ = lambda self, min: self.clamp_(min=min)
         Tensor.clamp_max_ = lambda self, max: self.clamp_(max=max)

@@ -204,6 +204,17 @@ def norm(A: Tensor, ord: str | float | None = None, dim: int | Sequence[int] | N
     >>> ember.linalg.norm(ember.tensor([[3.0, 4.0]])).item()
     5.0
     """
+    try:
+        return _norm(A, ord, dim, keepdim, dtype, out)
+    except Exception as e:  # errors name the op called, not the one it dispatched to
+        msg = e.args[0] if e.args and isinstance(e.args[0], str) else ""
+        for inner in ("linalg.vector_norm", "linalg.matrix_norm"):
+            if msg.startswith(inner):
+                e.args = ("linalg.norm" + msg[len(inner):], *e.args[1:])
+        raise
+
+
+def _norm(A: Tensor, ord: Any, dim: Any, keepdim: bool, dtype: Any, out: Tensor | None) -> Tensor:
     if dim is not None and not isinstance(dim, int):
         dim = tuple(dim)
         if len(dim) not in (1, 2):

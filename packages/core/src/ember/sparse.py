@@ -2335,6 +2335,8 @@ class _SparseEmbedding(ember.autograd.Function):
     (the rows at the looked-up indices, one entry per index, uncoalesced, as PyTorch) instead of
     returning a dense one."""
 
+    _node_name = "EmbeddingBackward0"  # torch's node for embedding(sparse=True)
+
     @staticmethod
     def forward(ctx: Any, weight: Tensor, indices: Tensor, padding_idx: int) -> Tensor:
         ctx.weight = weight
@@ -2383,6 +2385,8 @@ class _SparseEmbeddingBag(ember.autograd.Function):
     """embedding_bag (mode 'sum' or 'mean') whose backward stores a sparse COO gradient on the
     weight (one entry per non-padding index: its bag's gradient, times its per-sample weight or
     divided by the bag's size) and returns the per-sample weights' gradient."""
+
+    _node_name = "EmbeddingBagBackward0"  # torch's node for embedding_bag(sparse=True)
 
     @staticmethod
     def forward(ctx: Any, weight: Tensor, psw: Tensor | None, indices: Tensor,

@@ -229,7 +229,9 @@ def xlogy(input: Tensor | float, other: Tensor | float) -> Tensor:
     x, y = _promoted_floats("xlogy", x, y)
     if x.shape != y.shape:  # (only then: broadcast_tensors gives a tangent-less side zeros)
         x, y = ember.broadcast_tensors(x, y)
-    out = _XLogY.apply(x, y)
+    fn = _XLogY if isinstance(input, Tensor) and isinstance(other, Tensor) else \
+        _XLogYScalarSelf if isinstance(other, Tensor) else _XLogYScalarOther
+    out = fn.apply(x, y)
     half = _half_of_number_call(input, other)
     return out if half is None else out.to(half)
 
@@ -244,6 +246,8 @@ class _XLogY(ember.autograd.Function):
     """xlogy with torch's derivatives: d/dx = xlogy(x != 0, y) (0 at x == 0 unless y is NaN),
     d/dy = x / y (NaN at x == y == 0); the tangent xlogy(x_t, y) (0 where x == 0 and y <= 0)
     plus y_t x / y."""
+
+    _node_name = "XlogyBackward0"  # torch's node (XlogyBackward1 / 2: a number x / y)
 
     @staticmethod
     def forward(ctx: Any, x: Tensor, y: Tensor) -> Tensor:
@@ -274,6 +278,18 @@ class _XLogY(ember.autograd.Function):
         t = _xlogy_value(ember.zeros_like(x) if tx is None else tx, y)
         t = t.masked_fill((x == 0) & (y <= 0), 0.0)
         return t if ty is None else t + ty * x / y
+
+
+class _XLogYScalarSelf(_XLogY):
+    """xlogy(number, tensor): torch's XlogyBackward1."""
+
+    _node_name = "XlogyBackward1"
+
+
+class _XLogYScalarOther(_XLogY):
+    """xlogy(tensor, number): torch's XlogyBackward2."""
+
+    _node_name = "XlogyBackward2"
 
 
 def xlog1py(input: Tensor | float, other: Tensor | float) -> Tensor:
@@ -562,21 +578,11 @@ def zeta(input: Tensor | float, other: Tensor | float) -> Tensor:
     return out.to(dtype)
 
 
-def polygamma(n: int, input: Tensor) -> Tensor:
-    """The n-th derivative of the digamma function: ``digamma`` for n = 0, else
-    (-1)^(n+1) n! zeta(n + 1, input). Differentiable (its derivative is polygamma(n + 1)).
-
-    >>> import ember
-    >>> f"{polygamma(1, ember.tensor(1.0, dtype=ember.float64)).item():.8f}"  # pi^2 / 6
-    '1.64493407'
-    """
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"polygamma(): n must be an int, got {type(n).__name__}")
-    if n < 0:
-        raise RuntimeError(f"polygamma(n, x) does not support negative n, got n = {n}")
-    x = _float(_tensor("polygamma", input), "polygamma")
-    if n == 0:
-        return digamma(x)
+def _polygamma_value(n: int, x: Tensor) -> Tensor:
+    """polygamma(n, x) for a floating x, no autograd: digamma and trigamma from the native
+    kernel (torch's algorithms); n >= 2 from the Hurwitz zeta in float64."""
+    if n <= 1:
+        return _special._native(n, x)
     sign = 1.0 if n % 2 == 1 else -1.0
     s = float(n + 1)
     x64 = x.to(ember.float64)  # in float64 throughout: n! alone overflows float32 from n = 35
@@ -601,11 +607,50 @@ def polygamma(n: int, input: Tensor) -> Tensor:
     if n > 170:  # the poles (sign * inf, as for smaller n) and NaN
         r = ember._C.where(pole, ember._C.full_like(r, sign * math.inf), r)
         r = ember._C.where(x64.isnan(), x64, r)
-    # the limit at +inf is 0 (zeta(s, inf) is NaN); trigamma(-inf) is NaN, as torch's
+    # the limit at +inf is 0 (zeta(s, inf) is NaN; torch's polygamma is NaN there for n >= 2:
+    # a deliberate difference)
     r = ember._C.where(x64 == math.inf, ember._C.zeros_like(r), r)
-    if n == 1:
-        r = ember._C.where(x64 == -math.inf, ember._C.full_like(r, math.nan), r)
     return r.to(x.dtype)
+
+
+class _Polygamma(ember.autograd.Function):
+    """polygamma(n, x), whose derivative is polygamma(n + 1, x) (so that at the poles it is
+    the signed infinity of the next order, as torch, not the NaN of differentiating the sum)."""
+
+    _node_name = "PolygammaBackward0"  # torch's node
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, n: int) -> Tensor:
+        ctx.n = n
+        ctx.save_for_backward(x)
+        ctx.save_for_forward(x)
+        return _polygamma_value(n, x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+        (x,) = ctx.saved_tensors
+        return grad * _Polygamma.apply(x, ctx.n + 1), None
+
+    @staticmethod
+    def jvp(ctx: Any, t: Tensor, _n: Any = None) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return t * _Polygamma.apply(x, ctx.n + 1)
+
+
+def polygamma(n: int, input: Tensor) -> Tensor:
+    """The n-th derivative of the digamma function: ``digamma`` for n = 0, else
+    (-1)^(n+1) n! zeta(n + 1, input). Differentiable (its derivative is polygamma(n + 1)).
+
+    >>> import ember
+    >>> f"{polygamma(1, ember.tensor(1.0, dtype=ember.float64)).item():.8f}"  # pi^2 / 6
+    '1.64493407'
+    """
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"polygamma(): n must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise RuntimeError(f"polygamma(n, x) does not support negative n, got n = {n}")
+    x = _float(_tensor("polygamma", input), "polygamma")
+    return _Polygamma.apply(x, n)
 
 
 # ---- Bessel, Airy and polynomial functions: the native ops special_* ---------------------------

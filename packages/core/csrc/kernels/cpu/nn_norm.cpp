@@ -57,6 +57,8 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
                                                     const Tensor& weight, const Tensor& bias,
                                                     double eps, bool center) {
   auto [R, M] = nn::row_norm_shape(op, input, normalized_shape, weight, bias);
+  // (RMS norm, like torch's composite one, takes a weight of another dtype)
+  if (center) nn::check_norm_param_dtypes(op, input, {{&weight, "weight"}, {&bias, "bias"}});
   Tensor x = nn::contig(input);
   Tensor w = weight ? nn::contig(weight, x->dtype()) : Tensor();
   Tensor b = bias ? nn::contig(bias, x->dtype()) : Tensor();

@@ -10,9 +10,11 @@
 #include "core/dispatch.h"
 #include "kernels/complex_math.h"
 #include "kernels/cpu/complex_vec.h"
+#include "kernels/cpu/gamma_values.h"
 #include "kernels/cpu/nn_vec.h"
 #include "kernels/cpu/pointwise_vec.h"
 #include "kernels/cpu/vec_loop.h"
+#include "kernels/gamma_math.h"
 #include "kernels/iterator.h"
 #include "kernels/loops.h"
 #include "kernels/pointwise_rules.h"
@@ -285,6 +287,21 @@ Tensor erfc(const Tensor& self, const Tensor& out) {
   return it.output();
 }
 EMBER_UNARY_FLOAT(erfinv, static_cast<A>(erfinv_impl(static_cast<double>(x))))
+// lgamma / digamma / trigamma (order -1 / 0 / 1) for ember.special's autograd Functions
+// (kernels/gamma_math.h): float64 in float64, the other floating dtypes in float32, as torch.
+Tensor gamma_values(const Tensor& self, int64_t order) {
+  EMBER_CHECK(order >= -1 && order <= 1, "_gamma_values: order must be -1 (lgamma), 0 (digamma) ",
+              "or 1 (trigamma), got ", order);
+  ElementwiseIterator it("_gamma_values");
+  it.add_output(Tensor()).add_input(self).promote_int_to_float(true).build();
+  const int k = static_cast<int>(order);
+  run<Types::Float, void, 1>(it, "_gamma_values", [k](auto tag) {
+    using A = decltype(tag);
+    using M = std::conditional_t<std::is_same_v<A, double>, double, float>;
+    return [k](A x) -> A { return static_cast<A>(gamma_math::of_order(static_cast<M>(x), k)); };
+  });
+  return it.output();
+}
 // reciprocal: complex64 and complex128 on the vectorized kernels (complex_vec.h).
 Tensor reciprocal(const Tensor& self, const Tensor& out) {
   ElementwiseIterator it("reciprocal");
@@ -416,21 +433,27 @@ Tensor abs(const Tensor& self, const Tensor& out) {
   it.finish();
   return it.output();
 }
-Tensor sign(const Tensor& self, const Tensor& out) {
-  EMBER_CHECK_KIND(!is_complex(self->dtype()), NotImplemented,
-                   "Unlike NumPy, torch.sign is not intended to support complex numbers. Please "
-                   "use torch.sgn instead.");
-  ElementwiseIterator it("sign");
+namespace {
+// The sign of a real tensor, for sign and sgn (name: the op errors name).
+Tensor real_sign(const char* name, const Tensor& self, const Tensor& out) {
+  ElementwiseIterator it(name);
   it.add_output(out).add_input(self).exact_output_dtype().build();
-  run<Types::All, void, 1>(it, "sign", [](auto tag) {
+  run<Types::All, void, 1>(it, name, [](auto tag) {
     using A = decltype(tag);
     return [](A x) -> A { return A((A(0) < x) - (x < A(0))); };
   });
   return it.output();
 }
+}  // namespace
+Tensor sign(const Tensor& self, const Tensor& out) {
+  EMBER_CHECK_KIND(!is_complex(self->dtype()), NotImplemented,
+                   "Unlike NumPy, torch.sign is not intended to support complex numbers. Please "
+                   "use torch.sgn instead.");
+  return real_sign("sign", self, out);
+}
 // sgn: z / |z| for complex z, sign(x) for real x.
 Tensor sgn(const Tensor& self, const Tensor& out) {
-  if (!is_complex(self->dtype())) return sign(self, out);
+  if (!is_complex(self->dtype())) return real_sign("sgn", self, out);
   ElementwiseIterator it("sgn");
   it.add_output(out).add_input(self).exact_output_dtype().build();
   if (EMBER_RUN_CVEC_SAME(it, sgn)) return it.output();
@@ -738,9 +761,11 @@ A floor_div(A x, A y) {
 }
 }  // namespace
 
-Tensor div(const Tensor& self, const TensorOrScalar& other, const std::optional<std::string>& mode,
-           const Tensor& out) {
-  ElementwiseIterator it("div");
+namespace {
+// div and its aliases true_divide / floor_divide (name: the op errors name).
+Tensor div_named(const char* name, const Tensor& self, const TensorOrScalar& other,
+                 const std::optional<std::string>& mode, const Tensor& out) {
+  ElementwiseIterator it(name);
   binary_iter(it, self, other, out);
   if (!mode) {
     it.promote_int_to_float(true).build();
@@ -754,18 +779,20 @@ Tensor div(const Tensor& self, const TensorOrScalar& other, const std::optional<
       }
     };
     if (run_real_binary(it, pvec::Binary::Div, Scalar(1.0), make)) return it.output();
-    run<Types::FloatComplex, void, 2>(it, "div", make);
+    run<Types::FloatComplex, void, 2>(it, name, make);
     return it.output();
   }
   check_div_mode(*mode);
   it.build();
   bool floor_mode = *mode == "floor";
-  run<Types::Numeric, void, 2>(it, "div", [floor_mode](auto tag) {
+  run<Types::Numeric, void, 2>(it, name, [floor_mode, name](auto tag) {
     using A = decltype(tag);
-    return [floor_mode](A x, A y) -> A {
+    return [floor_mode, name](A x, A y) -> A {
+      if constexpr (std::is_integral_v<A>) {
+        if (y == 0) EMBER_FAIL(Runtime, name, ": ZeroDivisionError (integer division by zero)");
+      }
       if (floor_mode) return floor_div(x, y);
       if constexpr (std::is_integral_v<A>) {
-        if (y == 0) EMBER_FAIL(Runtime, "div: ZeroDivisionError (integer division by zero)");
         if (is_minus_one(y)) return wrapping_neg(x);
         return x / y;
       } else {
@@ -776,11 +803,16 @@ Tensor div(const Tensor& self, const TensorOrScalar& other, const std::optional<
   return it.output();
 }
 
+}  // namespace
+Tensor div(const Tensor& self, const TensorOrScalar& other, const std::optional<std::string>& mode,
+           const Tensor& out) {
+  return div_named("div", self, other, mode, out);
+}
 Tensor true_divide(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
-  return div(self, other, std::nullopt, out);
+  return div_named("true_divide", self, other, std::nullopt, out);
 }
 Tensor floor_divide(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
-  return div(self, other, std::string("floor"), out);
+  return div_named("floor_divide", self, other, std::string("floor"), out);
 }
 
 Tensor remainder(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {

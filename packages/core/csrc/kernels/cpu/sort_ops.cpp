@@ -168,6 +168,9 @@ Tensor argsort(const Tensor& self, int64_t dim, bool descending, bool stable) {
 std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest,
                                 bool sorted) {
   (void)sorted;  // results always come sorted, which PyTorch allows for sorted=False
+  // as torch's CPU kernel (its CUDA one takes bool)
+  EMBER_CHECK(self->dtype() != ScalarType::Bool,
+              "topk does not support bool dtypes on CPU (convert the input, e.g. x.to(int8))");
   const int64_t d = topk_dim(self, k, dim);
   DimVector shape = sizes_with_dim(self, d, k);
   Tensor values = ember::empty(shape, self->dtype(), self->device());

@@ -150,10 +150,13 @@ Node.register(BackwardCFunction)
 
 
 class _FunctionMeta(type):
-    """Gives every Function subclass its ``<Name>Backward`` ctx class."""
+    """Gives every Function subclass its ``<Name>Backward`` ctx class. A class attribute
+    ``_node_name`` (not inherited) names it instead: ember's own Functions that stand for a
+    PyTorch op take that op's node name (``HypotBackward0``)."""
 
     def __init__(cls, name: str, bases: tuple, attrs: dict) -> None:
-        cls._backward_cls = type(name + "Backward", (BackwardCFunction,), {"_forward_cls": cls})
+        node = attrs.get("_node_name") or name + "Backward"
+        cls._backward_cls = type(node, (BackwardCFunction,), {"_forward_cls": cls})
         super().__init__(name, bases, attrs)
 
 

@@ -1,8 +1,9 @@
 """Special functions and samplers the distributions need, written on ember's tensor ops.
 
-ember's core has no lgamma/digamma/incomplete-gamma kernels and no Gamma/Poisson/Binomial
-samplers yet, so they live here: values are computed in float64 and cast back to the input's
-dtype; derivatives come from custom autograd Functions (lgamma' = digamma, digamma' = trigamma).
+lgamma, digamma and trigamma take their values from the native CPU kernel ``_C._gamma_values``
+(torch's algorithms; other devices use the tensor-op forms here); the incomplete gamma functions and the Gamma/Poisson/Binomial samplers are written
+here in float64 and cast back to the input's dtype; derivatives come from custom autograd
+Functions (lgamma' = digamma, digamma' = trigamma = polygamma(1, x)).
 
 >>> import ember
 >>> from ember.distributions._special import lgamma, digamma
@@ -15,7 +16,6 @@ dtype; derivatives come from custom autograd Functions (lgamma' = digamma, digam
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import ember
 from ember import Tensor
@@ -105,31 +105,48 @@ def _trigamma_raw(x: Tensor) -> Tensor:
     return ember.where(small & (x == ember.floor(x)), math.inf, out)
 
 
-def _in_f64(fn, x: Tensor) -> Tensor:
+_RAW = {-1: _lgamma_raw, 0: _digamma_raw, 1: _trigamma_raw}
+
+
+def _native(order: int, x: Tensor) -> Tensor:
+    """lgamma (order -1), digamma (0) or trigamma (1) of a floating tensor, no autograd: on the
+    CPU from the native kernel (kernels/gamma_math.h: torch's algorithms, float32 computed in
+    float32, so the values agree with torch's to the ulp); elsewhere from the tensor-op forms
+    above, in float64."""
     with ember.no_grad():
-        return fn(x.to(_F64)).to(x.dtype)
+        if x.device.type == "cpu":
+            return ember._C._gamma_values(x, order)
+        return _RAW[order](x.to(_F64)).to(x.dtype)
 
 
 class _Trigamma(Function):
+    _node_name = "PolygammaBackward0"  # torch's: digamma's derivative is polygamma(1, x)
+
     @staticmethod
     def forward(ctx, x: Tensor) -> Tensor:
-        return _in_f64(_trigamma_raw, x)
+        ctx.save_for_backward(x)
+        return _native(1, x)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> Tensor:
-        raise RuntimeError("trigamma: derivatives of order three of lgamma are not implemented")
+        (x,) = ctx.saved_tensors
+        return grad * ember.special.polygamma(2, x)  # (ember.special imports this module)
 
 
-def _f64_function(name: str, raw: Callable[[Tensor], Tensor], derivative: type[Function]) -> type[Function]:
-    """An autograd Function computing ``raw`` in float64, whose derivative is the Function
-    ``derivative`` (lgamma -> digamma -> trigamma)."""
+def _gamma_function(name: str, node: str, order: int,
+                    derivative: type[Function]) -> type[Function]:
+    """An autograd Function computing the native ``order`` (see _native), whose derivative is
+    the Function ``derivative`` (lgamma -> digamma -> trigamma); its graph node is called
+    ``node`` (torch's name)."""
 
     class _Fn(Function):
+        _node_name = node
+
         @staticmethod
         def forward(ctx, x: Tensor) -> Tensor:
             ctx.save_for_backward(x)
             ctx.save_for_forward(x)
-            return _in_f64(raw, x)
+            return _native(order, x)
 
         @staticmethod
         def backward(ctx, grad: Tensor) -> Tensor:
@@ -145,8 +162,8 @@ def _f64_function(name: str, raw: Callable[[Tensor], Tensor], derivative: type[F
     return _Fn
 
 
-_Digamma = _f64_function("_Digamma", _digamma_raw, _Trigamma)
-_Lgamma = _f64_function("_Lgamma", _lgamma_raw, _Digamma)
+_Digamma = _gamma_function("_Digamma", "DigammaBackward0", 0, _Trigamma)
+_Lgamma = _gamma_function("_Lgamma", "LgammaBackward0", -1, _Digamma)
 
 
 def _as_float(x: Tensor | float) -> Tensor:
@@ -435,6 +452,8 @@ def _standard_gamma_grad_raw(alpha: Tensor, x: Tensor) -> Tensor:
 
 
 class _StandardGamma(Function):
+    _node_name = "StandardGammaBackward0"  # torch._standard_gamma's node
+
     @staticmethod
     def forward(ctx, alpha: Tensor) -> Tensor:
         with ember.no_grad():

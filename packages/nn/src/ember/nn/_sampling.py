@@ -99,32 +99,51 @@ def _reflect_value(x: Tensor, low2: float, high2: float) -> tuple[Tensor, Tensor
         return ember.where(even, extra + lo, span - extra + lo), ember.where(even, mult, -mult)
 
 
-class _Reflect(ember.autograd.Function):
-    """Reflection padding of a coordinate whose backward multiplies the gradient by the
-    reflection's +-1 (0 for a one-pixel span), as PyTorch's sampler: zeros keep their sign."""
+def _reflect_mult_vec(x: Tensor, size: int, align_corners: bool) -> Tensor:
+    """The reflection's derivative (+-1) as PyTorch's vectorized 2-D CPU kernel decides it: from
+    the distance to the low edge and whether one more flip happens past whole double spans
+    (an exact half span counts as no flip, where the floor-based rule above says flip)."""
+    with ember.no_grad():
+        low, twice_span = (0.0, 2.0 * (size - 1)) if align_corners else (-0.5, 2.0 * size)
+        if twice_span == 0:
+            return ember.zeros_like(x)
+        d = x - low
+        a = d.abs()
+        extra = a - (a / twice_span).trunc() * twice_span
+        flip = (extra > twice_span - extra) ^ (d < 0)
+        return ember.where(flip, -1.0, 1.0).to(x.dtype)
+
+
+class _ReflectClip(ember.autograd.Function):
+    """Reflection padding of a coordinate x (the reflected, clipped value c is computed by the
+    caller), with PyTorch's gradient and its signed zeros: the incoming gradient (a sum that is
+    +0.0 when zero) times the multiplier +-1 inside, 0 where the reflected value is clipped. The
+    vectorized 2-D kernel masks that multiplier to +0.0; the scalar 3-D one multiplies it by
+    the clip's 0 (so a -1 reflection gives -0.0)."""
 
     @staticmethod
-    def forward(ctx: Any, x: Tensor, low2: float, high2: float) -> Tensor:
-        out, mult = _reflect_value(x, low2, high2)
-        ctx.save_for_backward(mult)
-        return out
+    def forward(ctx: Any, x: Tensor, r: Tensor, c: Tensor, size: int, align_corners: bool,
+                nd: int) -> Tensor:
+        inside = (r > 0) & (r < size - 1)
+        if nd == 2:
+            m = ember.where(inside, _reflect_mult_vec(x, size, align_corners),
+                            ember.zeros_like(x))
+        else:
+            low2, high2 = (0, 2 * (size - 1)) if align_corners else (-1, 2 * size - 1)
+            m = _reflect_value(x, low2, high2)[1] * inside.to(x.dtype)
+        ctx.save_for_backward(m)
+        return c.clone()
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
-        (mult,) = ctx.saved_tensors
-        return grad * mult, None, None
-
-
-def _reflect(x: Tensor, low2: float, high2: float) -> Tensor:
-    """x reflected into [low2 / 2, high2 / 2] (bounds given doubled, as the reference does)."""
-    if not x.requires_grad:
-        return _reflect_value(x, low2, high2)[0]
-    return _Reflect.apply(x, low2, high2)
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None, None, None]:
+        (m,) = ctx.saved_tensors
+        return (grad + 0.0) * m, None, None, None, None, None
 
 
 class _ClipGrad(ember.autograd.Function):
     """The clipped coordinate c, with gradient grad * (0 < x < size - 1): a clipped location's
-    gradient is the incoming one times 0, so its zero keeps the incoming sign (PyTorch)."""
+    gradient is the incoming one times 0, so its zero keeps the incoming sign (PyTorch, whose
+    incoming gradient is a sum started at +0.0, so never -0.0)."""
 
     @staticmethod
     def forward(ctx: Any, x: Tensor, c: Tensor, size: int) -> Tensor:
@@ -134,13 +153,19 @@ class _ClipGrad(ember.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
         (inside,) = ctx.saved_tensors
-        return grad * inside, None, None
+        return (grad + 0.0) * inside, None, None
 
 
 def _source_index(coord: Tensor, size: int, padding_mode: str, align_corners: bool,
                   nan_first: bool = False) -> Tensor:
     return _pad_coordinate(_unnormalize(coord, size, align_corners), size, padding_mode,
                            align_corners, nan_first)
+
+
+def _clip_value(x: Tensor, size: int, nan_first: bool) -> Tensor:
+    with ember.no_grad():
+        c = x.clamp(0, size - 1)
+        return ember.where(x.isnan(), ember.full_like(c, 0 if nan_first else size - 1), c)
 
 
 def _clip(x: Tensor, size: int, nan_first: bool = False) -> Tensor:
@@ -151,9 +176,7 @@ def _clip(x: Tensor, size: int, nan_first: bool = False) -> Tensor:
     A NaN location (from a NaN or infinite grid value) lands where PyTorch's CPU kernels put it:
     on the first pixel in the vectorized 2-D kernel (``nan_first``: a SIMD max(NaN, 0) is 0),
     on the last in the scalar 3-D one (min(size - 1, max(NaN, 0)) loses both comparisons)."""
-    with ember.no_grad():
-        c = x.clamp(0, size - 1)
-        c = ember.where(x.isnan(), ember.full_like(c, 0 if nan_first else size - 1), c)
+    c = _clip_value(x, size, nan_first)
     return _ClipGrad.apply(x, c, size) if x.requires_grad else c
 
 
@@ -169,11 +192,13 @@ def _pad_coordinate(x: Tensor, size: int, padding_mode: str, align_corners: bool
     if padding_mode == "border":
         x = _clip(x, size, nan_first)
     elif padding_mode == "reflection":
-        if align_corners:
-            x = _reflect(x, 0, 2 * (size - 1))
-        else:
-            x = _reflect(x, -1, 2 * size - 1)
-        x = _clip(x, size, nan_first)
+        low2, high2 = (0, 2 * (size - 1)) if align_corners else (-1, 2 * size - 1)
+        r = _reflect_value(x, low2, high2)[0]
+        c = _clip_value(r, size, nan_first)
+        if x.requires_grad:
+            # (nan_first marks the vectorized 2-D kernel; the 3-D one is scalar)
+            c = _ReflectClip.apply(x, r, c, size, align_corners, 2 if nan_first else 3)
+        x = c
     return x
 
 
@@ -222,7 +247,9 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     volume = 1
     for d in spatial:
         volume *= d
-    grid = grid.to(input.dtype)
+    if grid.dtype != input.dtype:  # (not converted silently: torch refuses it)
+        raise RuntimeError(f"grid_sample(): expected input and grid to have the same dtype, but "
+                           f"input has {input.dtype} and grid has {grid.dtype}")
     # source positions per spatial dim, in the input's order: grid's last component is x (W)
     # (unbind, not one select per component: select's backward zero-fills the other components
     # and the sum of those would turn a -0.0 gradient into +0.0)
@@ -259,7 +286,7 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
         if grid.requires_grad and ember.is_grad_enabled():
             # piecewise constant in the grid: PyTorch still records the op and gives the grid a
             # zero gradient (a graph that reaches the grid only through here must backward)
-            out = _ZeroGridGrad.apply(out, grid)
+            out = (_ZeroGridGrad2d if nd == 2 else _ZeroGridGrad3d).apply(out, grid)
         return out
     lows = [x.floor() for x in src]
     w1 = [(x - lo).unsqueeze(1) for x, lo in zip(src, lows)]
@@ -291,6 +318,14 @@ class _ZeroGridGrad(ember.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor]:
         return grad, ember.zeros(ctx.grid_shape, dtype=ctx.grid_dtype, device=ctx.grid_device)
+
+
+class _ZeroGridGrad2d(_ZeroGridGrad):
+    _node_name = "GridSampler2DBackward0"  # torch's node
+
+
+class _ZeroGridGrad3d(_ZeroGridGrad):
+    _node_name = "GridSampler3DBackward0"  # torch's node
 
 
 def _cubic_weights(t: Tensor) -> list[Tensor]:
@@ -327,7 +362,9 @@ def _bicubic(input: Tensor, grid: Tensor, padding_mode: str, align_corners: bool
             inside = (px >= 0) & (px <= w - 1) & (py >= 0) & (py <= h - 1)
             lin = (_safe_index(py, h) * w + _safe_index(px, w)).reshape(n, 1, ho * wo)
         vals = flat.gather(2, lin.expand(n, c, ho * wo)).reshape(n, c, ho, wo)
-        return vals * inside.unsqueeze(1).to(input.dtype)
+        # where, not a product with the mask: a tap outside reads +0.0 (a negative value times
+        # 0 would be -0.0), as torch
+        return ember.where(inside.unsqueeze(1), vals, ember.zeros_like(vals))
 
     out = None
     for j in range(4):

@@ -522,122 +522,24 @@ def grid_sampler(input: Tensor, grid: Tensor, interpolation_mode: int, padding_m
     """
     mode, padding = _modes(interpolation_mode, padding_mode)
     if isinstance(input, Tensor) and input.ndim == 5:
-        return _grid_sample_3d(input, grid, mode, padding, align_corners)
-    if mode == "bicubic":
-        return _grid_sample_bicubic(input, grid, padding, align_corners)
-    return F.grid_sample(input, grid, mode, padding, align_corners)
-
-
-_CUBIC_A = -0.75  # the cubic convolution kernel's parameter (Keys), as PyTorch's bicubic
-
-
-def _cubic_weights(t: Tensor) -> list[Tensor]:
-    """The weights of the 4 taps at offsets -1, 0, 1, 2 for a fractional position t."""
-    a = _CUBIC_A
-
-    def near(x: Tensor) -> Tensor:  # |x| <= 1
-        return ((a + 2) * x - (a + 3)) * x * x + 1
-
-    def far(x: Tensor) -> Tensor:  # 1 < |x| < 2
-        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
-
-    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
-
-
-def _pad_index(i: Tensor, size: int, padding: str, align_corners: bool) -> Tensor:
-    """A tap's integer coordinate moved inside by the padding mode (zeros: unchanged)."""
-    from ember.nn._sampling import _reflect
-
-    if padding == "border":
-        return i.clamp(0, size - 1)
-    if padding == "reflection":
-        r = _reflect(i, 0, 2 * (size - 1)) if align_corners else _reflect(i, -1, 2 * size - 1)
-        return r.clamp(0, size - 1)
-    return i
-
-
-def _grid_sample_bicubic(input: Tensor, grid: Tensor, padding: str,
-                         align_corners: bool) -> Tensor:
-    """Bicubic sampling of (N, C, H, W) at grid (N, Ho, Wo, 2): 4x4 taps around each location
-    weighted by the cubic convolution kernel; each tap goes through the padding mode."""
-    from ember.nn._sampling import _unnormalize
-
-    if not isinstance(input, Tensor) or input.ndim != 4 or grid.ndim != 4 or \
-            grid.shape[-1] != 2 or grid.shape[0] != input.shape[0]:
+        if mode == "bicubic":
+            raise ValueError("grid_sampler(): bicubic interpolation needs 4-D input")
+        if not isinstance(grid, Tensor) or grid.ndim != 5 or grid.shape[-1] != 3 or \
+                grid.shape[0] != input.shape[0]:
+            raise RuntimeError(
+                f"grid_sampler(): 5-D input {list(input.shape)} needs a grid (N, D_out, H_out, "
+                f"W_out, 3) with the same N, got "
+                f"{list(grid.shape) if isinstance(grid, Tensor) else type(grid).__name__}"
+            )
+    elif mode == "bicubic" and (not isinstance(input, Tensor) or input.ndim != 4 or
+                                not isinstance(grid, Tensor) or grid.ndim != 4 or
+                                grid.shape[-1] != 2 or grid.shape[0] != input.shape[0]):
         raise RuntimeError(
             "grid_sampler(): bicubic needs 4-D input (N, C, H, W) and a grid (N, H_out, W_out, 2) "
             "with the same N"
         )
-    n, c, h, w = input.shape
-    _, ho, wo, _ = grid.shape
-    grid = grid.to(input.dtype)
-    x = _unnormalize(grid[..., 0], w, align_corners)
-    y = _unnormalize(grid[..., 1], h, align_corners)
-    x0, y0 = x.floor(), y.floor()
-    wx = [t.unsqueeze(1) for t in _cubic_weights(x - x0)]
-    wy = [t.unsqueeze(1) for t in _cubic_weights(y - y0)]
-    x0, y0 = x0.detach(), y0.detach()
-    flat = input.reshape(n, c, h * w)
-    m = ho * wo
-    out = None
-    for j in range(4):
-        iy = _pad_index(y0 + (j - 1), h, padding, align_corners)
-        for i in range(4):
-            ix = _pad_index(x0 + (i - 1), w, padding, align_corners)
-            inside = (ix >= 0) & (ix <= w - 1) & (iy >= 0) & (iy <= h - 1)
-            idx = (iy.clamp(0, h - 1) * w + ix.clamp(0, w - 1)).to(ember.int64)
-            vals = flat.gather(2, idx.reshape(n, 1, m).expand(n, c, m)).reshape(n, c, ho, wo)
-            term = vals * inside.unsqueeze(1).to(input.dtype) * (wx[i] * wy[j])
-            out = term if out is None else out + term
-    return out
-
-
-def _grid_sample_3d(input: Tensor, grid: Tensor, mode: str, padding: str,
-                    align_corners: bool) -> Tensor:
-    """Volumetric grid sampling: (N, C, D, H, W) at grid (N, Do, Ho, Wo, 3) of (x, y, z)."""
-    from ember.nn._sampling import _safe_index, _source_index
-
-    if mode == "bicubic":
-        raise ValueError("grid_sampler(): bicubic interpolation needs 4-D input")
-    if grid.ndim != 5 or grid.shape[-1] != 3 or grid.shape[0] != input.shape[0]:
-        raise RuntimeError(
-            f"grid_sampler(): 5-D input {list(input.shape)} needs a grid (N, D_out, H_out, W_out, "
-            f"3) with the same N, got {list(grid.shape)}"
-        )
-    n, c, d, h, w = input.shape
-    _, do, ho, wo, _ = grid.shape
-    grid = grid.to(input.dtype)
-    x = _source_index(grid[..., 0], w, padding, align_corners)
-    y = _source_index(grid[..., 1], h, padding, align_corners)
-    z = _source_index(grid[..., 2], d, padding, align_corners)
-    flat = input.reshape(n, c, d * h * w)
-    m = do * ho * wo
-
-    def inside_of(ix: Tensor, iy: Tensor, iz: Tensor) -> Tensor:
-        return ((ix >= 0) & (ix <= w - 1) & (iy >= 0) & (iy <= h - 1) & (iz >= 0)
-                & (iz <= d - 1))
-
-    def gather(ix: Tensor, iy: Tensor, iz: Tensor) -> Tensor:
-        idx = (_safe_index(iz, d) * h + _safe_index(iy, h)) * w + _safe_index(ix, w)
-        idx = idx.reshape(n, 1, m).expand(n, c, m)
-        vals = flat.gather(2, idx).reshape(n, c, do, ho, wo)
-        return vals * inside_of(ix, iy, iz).unsqueeze(1).to(input.dtype)
-
-    if mode == "nearest":
-        return gather(x.round(), y.round(), z.round())
-    x0, y0, z0 = x.floor(), y.floor(), z.floor()
-    fx, fy, fz = (x - x0).unsqueeze(1), (y - y0).unsqueeze(1), (z - z0).unsqueeze(1)
-    x0, y0, z0 = x0.detach(), y0.detach(), z0.detach()
-    out = None
-    for dz, wz in ((0, 1 - fz), (1, fz)):
-        for dy, wy in ((0, 1 - fy), (1, fy)):
-            for dx, wx in ((0, 1 - fx), (1, fx)):
-                term = gather(x0 + dx, y0 + dy, z0 + dz) * (wx * wy * wz)
-                # in-bounds corners only, as PyTorch's kernel (NaN weights outside skipped)
-                inside = inside_of(x0 + dx, y0 + dy, z0 + dz).unsqueeze(1)
-                term = ember.where(inside, term, ember.zeros_like(term))
-                out = term if out is None else out + term
-    return out
+    # one implementation (ember.nn._sampling) for the int-mode ops and F.grid_sample
+    return F.grid_sample(input, grid, mode, padding, align_corners)
 
 
 def grid_sampler_2d(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,

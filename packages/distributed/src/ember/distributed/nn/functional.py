@@ -79,6 +79,8 @@ class _Broadcast(ember.autograd.Function):
 
 
 class _ReduceScatter(ember.autograd.Function):
+    _node_name = "_Reduce_ScatterBackward"  # torch's node
+
     @staticmethod
     def forward(ctx: Any, op: ReduceOp, group: Any, output: Any, *inputs: Any) -> Any:
         ctx.group = group
@@ -94,6 +96,8 @@ class _ReduceScatter(ember.autograd.Function):
 
 
 class _AllToAll(ember.autograd.Function):
+    _node_name = "_AlltoAllBackward"  # torch's node
+
     @staticmethod
     def forward(ctx: Any, group: Any, outputs: list, *inputs: Any) -> tuple:
         ctx.group = group
@@ -162,6 +166,8 @@ class _Reduce(ember.autograd.Function):
 
 
 class _AllToAllSingle(ember.autograd.Function):
+    _node_name = "_AlltoAllSingleBackward"  # torch's node
+
     @staticmethod
     def forward(ctx: Any, group: Any, output: Any, out_splits: Any, in_splits: Any,
                 tensor: Any) -> Any:

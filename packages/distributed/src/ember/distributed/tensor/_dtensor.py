@@ -468,6 +468,8 @@ def _grad_to(grad: Any, spec: _Spec) -> ember.Tensor:
 
 
 class _ToLocal(ember.autograd.Function):
+    _node_name = "_ToTorchTensorBackward"  # torch's node
+
     @staticmethod
     def forward(ctx: Any, d: DTensor, grad_placements: Any = None) -> ember.Tensor:
         ctx.spec, ctx.grad_placements = d._spec, grad_placements
@@ -481,6 +483,8 @@ class _ToLocal(ember.autograd.Function):
 
 
 class _FromLocal(ember.autograd.Function):
+    _node_name = "_FromTorchTensorBackward"  # torch's node
+
     @staticmethod
     def forward(ctx: Any, local: ember.Tensor, spec: _Spec) -> DTensor:
         ctx.spec = spec
@@ -492,6 +496,8 @@ class _FromLocal(ember.autograd.Function):
 
 
 class _Redistribute(ember.autograd.Function):
+    _node_name = "RedistributeBackward"  # torch's node
+
     @staticmethod
     def forward(ctx: Any, d: DTensor, target: tuple[Placement, ...]) -> DTensor:
         ctx.spec = d._spec

@@ -211,6 +211,8 @@ class _BackwardHookFunction(ember.autograd.Function):
     """Identity on its tensor arguments: the autograd node it records is where a module's
     backward hooks see (and may replace) the gradients of the module's inputs or outputs."""
 
+    _node_name = "BackwardHookFunctionBackward"  # torch's (torch.utils.hooks)
+
     @staticmethod
     def forward(ctx: Any, *tensors: Tensor) -> tuple[Tensor, ...]:
         ctx.mark_non_differentiable(*[t for t in tensors if not t.requires_grad])
