@@ -1157,7 +1157,8 @@ def gen_binding(op: Op, kind: str) -> str:
             extra_kw.append(Arg("bool", "requires_grad", "False", True))
             pyargs.append('py::arg("requires_grad") = false')
             grad_flag = "if (requires_grad) autograd::set_requires_grad(r, true); "
-        rule = ", OutDtype::Exact" if op.out_exact else ""
+        rule = (", OutDtype::Exact" if op.out_exact
+                else ", OutDtype::Logical" if op.out_logical else "")
         # As torch's reductions, scans and factories: with out= and no dtype=, compute in out's
         # dtype (ops whose out= must have the result's exact dtype keep that rule).
         infer = ("if (out && !dtype) dtype = (*out)->dtype(); "

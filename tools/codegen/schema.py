@@ -88,6 +88,9 @@ class Op:
     # `out: exact` in the YAML: the out= tensor must have the result's dtype (as torch's matmul,
     # argmax, amax, ...); `out: true` takes any dtype the result can be cast to.
     out_exact: bool = False
+    # `out: logical`: the out= tensor must be bool or uint8, whatever the result's dtype (torch's
+    # all / any).
+    out_logical: bool = False
     doc: str = ""
     source: str = ""
     tags: list[str] = field(default_factory=list)
@@ -264,6 +267,7 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
                     inplace=bool(e.get("inplace", False)),
                     out=bool(e.get("out", False)),
                     out_exact=e.get("out") == "exact",
+                    out_logical=e.get("out") == "logical",
                     doc=(e.get("doc") or "").strip(),
                     source=path.name,
                     tags=list(e.get("tags", [])),
@@ -300,8 +304,8 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
                 raise ValueError(f"{path.name}: {name}: unknown autograd mode {ops[-1].autograd!r}")
             if (ops[-1].autograd == "manual") != bool(ops[-1].autograd_fn):
                 raise ValueError(f"{path.name}: {name}: `autograd: manual` goes with `autograd_fn`")
-            if e.get("out") not in (None, True, False, "exact"):
-                raise ValueError(f"{path.name}: {name}: out must be true or exact")
+            if e.get("out") not in (None, True, False, "exact", "logical"):
+                raise ValueError(f"{path.name}: {name}: out must be true, exact or logical")
             if ops[-1].dims_overload and not any(a.name == ops[-1].dims_overload and a.type == "int[]?"
                                                  for a in args):
                 raise ValueError(f"{path.name}: {name}: dims_overload must name an int[]? argument")

@@ -45,6 +45,10 @@ void check_out(const Tensor& out, ScalarType dtype, Device device, const char* o
   else if (rule == OutDtype::Exact)
     EMBER_CHECK(out->dtype() == dtype, op, ": expected the out= tensor to have dtype ",
                 dtype_name(dtype), ", but got ", dtype_name(out->dtype()));
+  else if (rule == OutDtype::Logical)
+    EMBER_CHECK(out->dtype() == ScalarType::Bool || out->dtype() == ScalarType::UInt8, op,
+                ": expected the out= tensor to have dtype bool or uint8, but got ",
+                dtype_name(out->dtype()));
   EMBER_CHECK(out->device() == device, op, ": expected the out= tensor on device ", device.str(),
               " (where the result is), but got a tensor on ", out->device().str());
 }

@@ -15,8 +15,9 @@ void set_warning_handler(WarningHandler handler);
 void warn(const std::string& message);
 
 // How the out= dtype must relate to the result's: CanCast (torch.can_cast(result, out), the
-// rule of pointwise ops and reductions), Exact (index ops, sort) or Any (the caller checked it).
-enum class OutDtype { CanCast, Exact, Any };
+// rule of pointwise ops and reductions), Exact (index ops, sort), Logical (bool or uint8, as
+// all / any) or Any (the caller checked it).
+enum class OutDtype { CanCast, Exact, Logical, Any };
 
 // Raises RuntimeError naming the op when out's dtype breaks `rule` against `dtype` or out is not
 // on `device`.
