@@ -97,6 +97,15 @@ ConvArgs check_conv(const char* op, const Tensor& input, const Tensor& weight, c
               ") and weight type (", dtype_name(weight->dtype()), ") should be the same");
   check_device(device_check, input, weight, op, "weight");
   EMBER_CHECK_KIND(groups > 0, Value, op, ": groups must be positive, got ", groups);
+  // As torch: at least one filter per group, and a transposed conv with no output channel is
+  // refused too (an empty result would hide the wrong weight). No input channel stays the bias
+  // alone for both kinds (round 16), where torch refuses the transposed one.
+  EMBER_CHECK(transposed || weight->size(0) >= groups, op, ": expected weight to be at least ",
+              groups, " at dimension 0 (groups=", groups, "), but got weight of shape ",
+              shape_str(weight->sizes()));
+  EMBER_CHECK(!transposed || weight->size(1) > 0, op,
+              ": expected a weight with at least one output channel, got shape ",
+              shape_str(weight->sizes()));
   a.G = groups;
   a.N = input->size(0);
   a.C = input->size(1);
@@ -119,6 +128,10 @@ ConvArgs check_conv(const char* op, const Tensor& input, const Tensor& weight, c
   a.pd = expand_param(padding, k, "padding", op);
   a.dl = expand_param(dilation, k, "dilation", op);
   a.opd = transposed ? expand_param(output_padding, k, "output_padding", op) : DimVector(k, 0);
+  // A plain convolution ignores output_padding, but torch refuses a negative one all the same.
+  for (int64_t v : output_padding)
+    EMBER_CHECK(v >= 0, op, ": negative output_padding is not supported, got output_padding=",
+                shape_str(output_padding));
   return a;
 }
 

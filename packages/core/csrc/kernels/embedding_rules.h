@@ -9,6 +9,16 @@
 namespace ember {
 namespace nn {
 
+// Indices are int64 or int32, as torch's: a float / bool tensor is a TypeError, another integer
+// dtype (int8, uint8, int16) PyTorch's RuntimeError.
+inline void check_embedding_indices(const char* op, const Tensor& indices) {
+  const ScalarType dt = indices->dtype();
+  EMBER_CHECK_KIND(is_integral(dt, false), Type, op, ": expected integer indices, got ",
+                   dtype_name(dt));
+  EMBER_CHECK(dt == ScalarType::Int64 || dt == ScalarType::Int32, op,
+              ": expected integer indices of dtype int64 or int32, got ", dtype_name(dt));
+}
+
 // embedding: a dense lookup of integer indices in a 2-D weight (num_embeddings, dim).
 inline void check_embedding(const Tensor& weight, const Tensor& indices, bool sparse,
                             DeviceCheck device_check = nullptr) {
@@ -17,14 +27,7 @@ inline void check_embedding(const Tensor& weight, const Tensor& indices, bool sp
   check_device(device_check, weight, indices, "embedding", "indices");
   EMBER_CHECK(weight->dim() == 2, "embedding: expected a 2-D weight (num_embeddings, dim), got ",
               shape_str(weight->sizes()));
-  EMBER_CHECK_KIND(is_integral(indices->dtype(), false), Type,
-                   "embedding: expected integer indices (int64 or int32), got ",
-                   dtype_name(indices->dtype()));
-}
-
-inline void check_embedding_indices(const char* op, const Tensor& indices) {
-  EMBER_CHECK_KIND(is_integral(indices->dtype(), false), Type, op,
-                   ": expected integer indices, got ", dtype_name(indices->dtype()));
+  check_embedding_indices("embedding", indices);
 }
 
 // embedding_backward: grad_output is (*indices.shape, dim); returns dim.

@@ -111,6 +111,9 @@ Tensor inner(const Tensor& self, const Tensor& other) {
   EMBER_CHECK(ka == kb,
               "inner: the last dimension must match on both input tensors but got shapes ",
               shape_str(self->sizes()), " and ", shape_str(other->sizes()));
+  // (named here: tensordot's product would report mm's m1 and m2, which the caller never saw)
+  EMBER_CHECK(self->dtype() == other->dtype(), "inner: expected both inputs to have the same ",
+              "dtype, but got ", dtype_name(self->dtype()), " and ", dtype_name(other->dtype()));
   return ops::tensordot(self, other, DimVector{-1}, DimVector{-1});
 }
 
@@ -121,6 +124,8 @@ Tensor tensordot(const Tensor& a, const Tensor& b, const DimVector& dims_a,
   EMBER_CHECK(dims_a.size() == dims_b.size(),
               "tensordot: both dimension lists should have same length (got ", dims_a.size(),
               " and ", dims_b.size(), ")");
+  EMBER_CHECK(a->dtype() == b->dtype(), "tensordot: expected both inputs to have the same dtype, ",
+              "but got ", dtype_name(a->dtype()), " and ", dtype_name(b->dtype()));
   std::vector<bool> ca(a->dim(), false), cb(b->dim(), false);
   DimVector da, db;
   for (int64_t i = 0; i < dims_a.size(); ++i) {

@@ -222,8 +222,40 @@ void infer_shape(py::handle obj, DimVector& shape) {
   }
 }
 
+// Whether o is a Python int past int64's range (2**70): not an int64 element, but a float or
+// complex list, or a floating / uint64 dtype=, takes it (as PyTorch's tensor()).
+bool is_big_int(PyObject* o) {
+  if (!PyLong_Check(o) || PyBool_Check(o)) return false;
+  int overflow = 0;
+  PyLong_AsLongLongAndOverflow(o, &overflow);
+  return overflow != 0;
+}
+
+// Stores the big Python int o as an element of dt (see is_big_int).
+void store_big_int(PyObject* o, ScalarType dt, char* p) {
+  if (is_floating(dt) || is_complex(dt)) {
+    const double v = PyLong_AsDouble(o);  // past double's range: Python's OverflowError
+    if (v == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+    store_scalar(Scalar(v), dt, p);  // a narrower float saturates to inf, as any float does
+    return;
+  }
+  if (dt == ScalarType::UInt64) {  // [2**63, 2**64): held wrapped in the int64 Scalar
+    const unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (!(v == static_cast<unsigned long long>(-1) && PyErr_Occurred())) {
+      store_scalar(Scalar(static_cast<int64_t>(v)), dt, p);
+      return;
+    }
+    PyErr_Clear();
+  }
+  throw py::value_error("value cannot be converted to an integer type without overflow");
+}
+
 void scan_kind(py::handle obj, int& kind, int64_t depth = 0) {
   PyObject* o = obj.ptr();
+  if (is_big_int(o)) {  // an integer element: fill_rec decides whether dt holds it
+    kind = std::max(kind, int(kInt));
+    return;
+  }
   if (PyList_Check(o) || PyTuple_Check(o)) {
     if (depth >= kMaxNesting)  // ragged deep nesting ([1, [[[...]]]]) that infer_shape missed
       throw py::value_error("tensor(): sequences nested more than " + std::to_string(kMaxNesting) +
@@ -253,6 +285,11 @@ void scan_kind(py::handle obj, int& kind, int64_t depth = 0) {
 void fill_rec(py::handle obj, const DimVector& shape, int64_t d, char*& p, ScalarType dt) {
   PyObject* o = obj.ptr();
   if (d == shape.size()) {
+    if (is_big_int(o)) {
+      store_big_int(o, dt, p);
+      p += itemsize(dt);
+      return;
+    }
     Scalar s;
     if (!scalar_from_object(o, &s))
       throw py::type_error(std::string("tensor(): expected a number, got ") + Py_TYPE(o)->tp_name);

@@ -2047,6 +2047,11 @@ Tensor ormqr(const Tensor& self, const Tensor& input2, const Tensor& input3, boo
               "] must be equal to input.shape[-2]");
   EMBER_CHECK(k <= A->size(A->dim() - 1), op,
               ": tau.shape[-1] must be less than or equal to input.shape[-1]");
+  // As torch 2.13: a tau shorter than the reflectors the shapes imply is refused (it was read as
+  // the first k of them, an empty tau as Q = I).
+  const int64_t reflectors = std::min(c_side, A->size(A->dim() - 1));
+  EMBER_CHECK(k == reflectors, op, ": tau.shape[-1] must be equal to min(other.shape[", side,
+              "], input.shape[-1])");
   EMBER_CHECK(A->dim() - tau->dim() == 1, op, ": Expected tau to have one dimension less than ",
               "input, but got tau.ndim equal to ", tau->dim(), " and input.ndim is equal to ",
               A->dim());

@@ -110,6 +110,22 @@ def _require_tensors(op: str, **args: Any) -> None:
                             f"{_argcheck.not_a_tensor(value)}")
 
 
+def _into_out(op: str, input: Tensor, out: Any, compute: Callable[[], Tensor]) -> Tensor:
+    """compute(), or, with out=, its result written into ``out``: as torch's activations that
+    take out= (gelu, softplus, logsigmoid, hardshrink, softshrink), out must have the result's
+    exact dtype and nothing may require grad (out= is not differentiable)."""
+    if out is None:
+        return compute()
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{op}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    if ember.is_grad_enabled() and (getattr(input, "requires_grad", False) or out.requires_grad):
+        raise RuntimeError(f"{op}(): functions with out=... arguments don't support automatic "
+                           "differentiation, but one of the arguments requires grad.")
+    res = compute()
+    _C._prepare_out(out, res, op, True)
+    return out.copy_(res)
+
+
 def _check_dim(op: str, input: Tensor, dims: Sequence[int], what: str) -> None:
     _require_tensors(op, input=input)
     if input.ndim not in dims:
@@ -300,8 +316,9 @@ def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
     return celu(input, alpha, inplace=True)
 
 
-def gelu(input: Tensor, approximate: str = "none") -> Tensor:
-    """``x * Phi(x)``; ``approximate='tanh'`` uses the tanh approximation.
+def gelu(input: Tensor, approximate: str = "none", *, out: Tensor | None = None) -> Tensor:
+    """``x * Phi(x)``; ``approximate='tanh'`` uses the tanh approximation. ``out=`` takes a
+    tensor of the input's dtype, as PyTorch's.
 
     >>> import ember
     >>> gelu(ember.tensor([0.0])).tolist()
@@ -309,7 +326,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return _C.gelu(input, approximate=approximate)
+    return _into_out("gelu", input, out, lambda: _C.gelu(input, approximate=approximate))
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -408,14 +425,16 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     return input.hardswish_() if inplace else _C.hardswish(input)
 
 
-def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    """``log(1 + exp(beta * x)) / beta`` (linear above threshold).
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0, *,
+             out: Tensor | None = None) -> Tensor:
+    """``log(1 + exp(beta * x)) / beta`` (linear above threshold). ``out=`` takes a tensor of
+    the input's dtype, as PyTorch's.
 
     >>> import ember
     >>> round(softplus(ember.tensor([0.0])).item(), 4)
     0.6931
     """
-    return _C.softplus(input, beta, threshold)
+    return _into_out("softplus", input, out, lambda: _C.softplus(input, beta, threshold))
 
 
 def softsign(input: Tensor) -> Tensor:
@@ -435,14 +454,15 @@ def softsign(input: Tensor) -> Tensor:
     return _C.softsign(input)
 
 
-def logsigmoid(input: Tensor) -> Tensor:
-    """``log(sigmoid(x))`` computed stably.
+def logsigmoid(input: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """``log(sigmoid(x))`` computed stably. ``out=`` takes a tensor of the input's dtype, as
+    PyTorch's.
 
     >>> import ember
     >>> round(logsigmoid(ember.tensor([0.0])).item(), 4)
     -0.6931
     """
-    return _C.logsigmoid(input)
+    return _into_out("logsigmoid", input, out, lambda: _C.logsigmoid(input))
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
@@ -470,8 +490,9 @@ def tanhshrink(input: Tensor) -> Tensor:
     return input - input.tanh()
 
 
-def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
-    """``x - lambd`` above lambd, ``x + lambd`` below -lambd, else 0.
+def softshrink(input: Tensor, lambd: float = 0.5, *, out: Tensor | None = None) -> Tensor:
+    """``x - lambd`` above lambd, ``x + lambd`` below -lambd, else 0. ``out=`` takes a tensor
+    of the input's dtype, as PyTorch's.
 
     >>> import ember
     >>> softshrink(ember.tensor([1.0, 0.2, -1.0])).tolist()
@@ -485,13 +506,13 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
         raise RuntimeError(f"softshrink: lambd must be in [0, {top}] for input dtype "
                            f"{input.dtype}, got {lambd}")
     # x * 0 inside the band: a signed zero, and NaN passes through as in torch
-    inside = input * 0
-    return ember.where(input > lambd, input - lambd,
-                       ember.where(input < -lambd, input + lambd, inside))
+    return _into_out("softshrink", input, out, lambda: ember.where(
+        input > lambd, input - lambd, ember.where(input < -lambd, input + lambd, input * 0)))
 
 
-def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
-    """``x`` where |x| > lambd, else 0.
+def hardshrink(input: Tensor, lambd: float = 0.5, *, out: Tensor | None = None) -> Tensor:
+    """``x`` where |x| > lambd, else 0. ``out=`` takes a tensor of the input's dtype, as
+    PyTorch's.
 
     >>> import ember
     >>> hardshrink(ember.tensor([1.0, 0.2])).tolist()
@@ -502,7 +523,8 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
         raise ember.DtypeNotImplementedError(  # whole where |x| > lambd)
             f"hardshrink: not implemented for dtype {input.dtype}")
     # zero exactly inside [-lambd, lambd], so NaN passes through as in torch
-    return ember.where(input.abs() <= lambd, ember.zeros_like(input), input)
+    return _into_out("hardshrink", input, out,
+                     lambda: ember.where(input.abs() <= lambd, ember.zeros_like(input), input))
 
 
 def _softmax_dim(name: str, ndim: int) -> int:
