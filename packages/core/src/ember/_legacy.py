@@ -118,11 +118,6 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
         if dtype is None and device is None and not requires_grad:  # the common call, kept cheap
             return _C.tensor(data)
         return _C.tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
-    except OverflowError as exc:
-        if dtype is not None:
-            raise
-        # an int beyond int64 in data of no given dtype: PyTorch's class here is ValueError
-        raise ValueError(f"tensor(): {exc}") from None
     except (TypeError, ValueError) as exc:
         if not any(m in str(exc) for m in _RETRY_MESSAGES):
             raise
@@ -136,8 +131,8 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
 
 
 def _check_unsigned(data: Any) -> None:
-    """PyTorch refuses a negative Python int for a uint64 tensor (narrower unsigned types wrap
-    it): OverflowError, as it does."""
+    """PyTorch refuses a negative Python int, or one past 2**64 - 1, for a uint64 tensor
+    (narrower unsigned types wrap a negative one): OverflowError, as it does."""
     stack = [data]
     while stack:
         d = stack.pop()
@@ -146,6 +141,9 @@ def _check_unsigned(data: Any) -> None:
         elif type(d) is int and d < 0:
             raise OverflowError(f"tensor(): can't convert negative int {d} to unsigned "
                                 "(dtype ember.uint64)")
+        elif type(d) is int and d >= 2**64:
+            raise OverflowError(f"tensor(): int {d} too big to convert to ember.uint64 (the "
+                                "largest is 2**64 - 1)")
 
 
 # ---- legacy constructors ------------------------------------------------------------------------

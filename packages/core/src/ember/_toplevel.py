@@ -370,7 +370,7 @@ def _alias_of(alias: str, target: str, fn: Any) -> Any:
             raise
 
     call.__name__ = call.__qualname__ = alias
-    call.__doc__ = getattr(fn, "__doc__", None)
+    call.__doc__ = f"Alias for ``ember.{target.rstrip('_')}``."  # (its examples run there)
     call.__wrapped__ = fn
     return call
 
