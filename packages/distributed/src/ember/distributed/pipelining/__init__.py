@@ -17,7 +17,8 @@ Example (2 ranks; rank r holds layers of stage r)::
         out = schedule.step(target=y, losses=losses)
 """
 
-from ._schedule import (
+from ._stage import PipelineStage
+from .schedules import (
     PipelineScheduleMulti,
     PipelineScheduleSingle,
     Schedule1F1B,
@@ -28,7 +29,6 @@ from ._schedule import (
     ScheduleLoopedBFS,
     ScheduleZBVZeroBubble,
 )
-from ._stage import PipelineStage
 
 __all__ = ["PipelineScheduleMulti", "PipelineScheduleSingle", "PipelineStage", "Schedule1F1B",
            "ScheduleDualPipeV", "ScheduleGPipe", "ScheduleInterleaved1F1B",

@@ -1184,16 +1184,24 @@ def _max_min_rule(c: _Call, m: int) -> Any:
     return None
 
 
-def _dims_reduce_rule(c: _Call, m: int) -> Any:
-    """var / std / logsumexp / all / any over some dims: a Shard of another dim stays."""
+def _lone_shard(c: _Call, m: int) -> tuple[DTensor | None, Any]:
+    """For the rules of ops on one DTensor that keep a Shard of the dims they leave alone:
+    (the operand, its Shard on mesh dim m), or (None, the rule's answer) when it is already
+    known (Replicate stays; anything else, or other DTensor operands: no rule)."""
     d = c.args[0]
     if not isinstance(d, DTensor) or len(c.ds) != 1:
-        return None
+        return None, None
     p = d._spec.placements[m]
     if isinstance(p, Replicate):
-        return [p], p
-    if not isinstance(p, Shard):
-        return None
+        return None, ([p], p)
+    return (d, p) if isinstance(p, Shard) else (None, None)
+
+
+def _dims_reduce_rule(c: _Call, m: int) -> Any:
+    """var / std / logsumexp / all / any over some dims: a Shard of another dim stays."""
+    d, p = _lone_shard(c, m)
+    if d is None:
+        return p
     if len(c.args) > 1 and isinstance(c.args[1], bool):
         return None  # var(unbiased): over everything
     dims = _arg(c, 1, "dim")
@@ -1293,14 +1301,9 @@ def _class_loss_rule(c: _Call, m: int) -> Any:
 def _keep_unless_dims_rule(c: _Call, m: int) -> Any:
     """flip / roll / repeat_interleave / pad: the op moves elements along some dims only, so a
     Shard of any other dim stays."""
-    d = c.args[0]
-    if not isinstance(d, DTensor) or len(c.ds) != 1:
-        return None
-    p = d._spec.placements[m]
-    if isinstance(p, Replicate):
-        return [p], p
-    if not isinstance(p, Shard):
-        return None
+    d, p = _lone_shard(c, m)
+    if d is None:
+        return p
     if c.name == "flip":
         dims = _arg(c, 1, "dims")
     elif c.name == "roll":
