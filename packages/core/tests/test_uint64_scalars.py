@@ -39,6 +39,11 @@ def both(make):
     (lambda L: L.ones(1, dtype=L.float64).new_full((2,), U64MAX), ("float64", [float(U64MAX)] * 2)),
     (lambda L: L.where(L.tensor([True, False]), L.zeros(2), U63), ("float32", [0.0, float(U63)])),
     (lambda L: L.clamp(L.zeros(2), max=U63), ("float32", [0.0, 0.0])),
+    (lambda L: L.zeros(2).masked_fill(L.tensor([True, False]), U63), ("float32", [float(U63), 0.0])),
+    (lambda L: L.zeros(3).index_fill(0, L.tensor([1]), U63), ("float32", [0.0, float(U63), 0.0])),
+    (lambda L: L.linspace(0, U63, 3), ("float32", [0.0, float(2**62), float(U63)])),
+    (lambda L: L.zeros(2, dtype=L.uint64) | U63, ("uint64", [U63, U63])),
+    (lambda L: L.ones(2) > U63, ("bool", [False, False])),
     # integer tensors keep the low 64 bits, as a C cast (PyTorch's result)
     (lambda L: L.zeros(2, dtype=L.int64) + U63, ("int64", [-(2**63)] * 2)),
     (lambda L: L.zeros(2, dtype=L.int64) - U64MAX, ("int64", [1, 1])),
@@ -65,6 +70,9 @@ def test_uint64_range_ints_as_numbers(make, expected):
     (lambda L: L.zeros(2).fill_(2**70), OverflowError),
     (lambda L: L.full((2,), 2**64, dtype=L.uint64), OverflowError),
     (lambda L: L.zeros(2) - 2**64, OverflowError),
+    (lambda L: L.zeros(2).fill_(-(2**63) - 1), OverflowError),
+    # PyTorch does not promote bool with uint64
+    (lambda L: L.zeros(2, dtype=L.bool) + U63, RuntimeError),
 ])
 def test_uint64_range_ints_refused(make, exc):
     with pytest.raises(exc):
