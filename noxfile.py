@@ -161,9 +161,11 @@ def tests(session: nox.Session) -> None:
     ]
     if not test_dirs:
         session.error(f"no tests directory for {', '.join(selected)}")
+    # The slowest tests are listed at the end, so CI's log shows where its time goes.
+    durations = [] if any(a.startswith("--durations") for a in args) else ["--durations=15"]
     # Exit code 5 means "no tests collected", which is not a failure here.
     session.run(
-        "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *_parallel_args(args),
+        "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *durations, *_parallel_args(args),
         *test_dirs, *args, success_codes=[0, 5],
     )  # fmt: skip
 

@@ -1,7 +1,10 @@
 // A Python number (bool, int, float or complex) passed to an op without wrapping it in a tensor.
+// Ints are int64, or, from 2**63 to 2**64 - 1, uint64 (as PyTorch, for uint64 and the floating
+// types): those keep their bits in the int64 and read as unsigned.
 #pragma once
 #include <complex>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "core/dtype.h"
@@ -20,13 +23,24 @@ class Scalar {
   Scalar(std::complex<double> v) : kind_(Kind::Complex), d_(v.real()), im_(v.imag()) {}  // NOLINT
   Scalar(std::complex<float> v) : Scalar(std::complex<double>(v)) {}                     // NOLINT
 
+  static Scalar from_uint64(uint64_t v) {
+    Scalar s(static_cast<int64_t>(v));
+    s.unsigned_ = v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    return s;
+  }
+
   Kind kind() const { return kind_; }
+  // An int from 2**63 up: to_int() gives its bits (what a cast to an integer type keeps).
+  bool is_unsigned() const { return unsigned_; }
   bool is_floating() const { return kind_ == Kind::Float; }
   bool is_complex() const { return kind_ == Kind::Complex; }
   bool is_integral() const { return kind_ == Kind::Int; }
   bool is_bool() const { return kind_ == Kind::Bool; }
   // A complex number converts to a real type through its real part (to_bool: nonzero).
-  double to_double() const { return has_double() ? d_ : static_cast<double>(i_); }
+  double to_double() const {
+    if (has_double()) return d_;
+    return unsigned_ ? static_cast<double>(static_cast<uint64_t>(i_)) : static_cast<double>(i_);
+  }
   int64_t to_int() const { return has_double() ? static_cast<int64_t>(d_) : i_; }
   bool to_bool() const { return has_double() ? (d_ != 0.0 || im_ != 0.0) : i_ != 0; }
   std::complex<double> to_complex() const { return {to_double(), is_complex() ? im_ : 0.0}; }
@@ -50,7 +64,7 @@ class Scalar {
       case Kind::Bool:
         return ScalarType::Bool;
       case Kind::Int:
-        return ScalarType::Int64;
+        return unsigned_ ? ScalarType::UInt64 : ScalarType::Int64;
       case Kind::Complex:
         return ::ember::to_complex(default_dtype());
       default:
@@ -60,6 +74,7 @@ class Scalar {
 
  private:
   Kind kind_;
+  bool unsigned_ = false;
   union {
     int64_t i_;
     double d_;

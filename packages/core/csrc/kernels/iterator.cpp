@@ -382,6 +382,8 @@ void check_scalar_fits(const Scalar& s, ScalarType dtype, const char* op) {
     } else if constexpr (std::is_integral_v<T>) {
       using L = std::numeric_limits<T>;
       if (s.is_integral()) {
+        // 2**63 .. 2**64 - 1: uint64 holds it, every other integer type overflows
+        if (s.is_unsigned()) return !(std::is_unsigned_v<T> && sizeof(T) == 8);
         const int64_t v = s.to_int();
         // unsigned: -max..max (a negative number wraps, as PyTorch); uint64 takes every int64
         if constexpr (std::is_unsigned_v<T> && sizeof(T) == 8) return false;
@@ -411,6 +413,9 @@ void check_scalar_fits(const Scalar& s, ScalarType dtype, const char* op) {
   };
   const bool overflow = EMBER_DISPATCH_EVERY(dtype, op, [&] { return overflows(scalar_t{}); });
   if (!overflow) return;
+  if (s.is_integral() && s.is_unsigned())
+    EMBER_FAIL(Runtime, op, ": value ", static_cast<uint64_t>(s.to_int()),
+               " cannot be converted to type ", dtype_name(dtype), " without overflow");
   if (s.is_integral())
     EMBER_FAIL(Runtime, op, ": value ", s.to_int(), " cannot be converted to type ",
                dtype_name(dtype), " without overflow");
@@ -425,6 +430,8 @@ Scalar to_scalar(T v) {
     return Scalar(std::complex<double>(v));
   } else if constexpr (std::is_same_v<T, bool>) {
     return Scalar(v);
+  } else if constexpr (std::is_same_v<T, uint64_t>) {
+    return Scalar::from_uint64(v);
   } else if constexpr (std::is_integral_v<T>) {
     return Scalar(static_cast<int64_t>(v));
   } else {

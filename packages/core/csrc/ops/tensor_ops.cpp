@@ -159,7 +159,9 @@ Tensor ones(const DimVector& size, std::optional<ScalarType> dtype, std::optiona
 
 Tensor full(const DimVector& size, const Scalar& value, std::optional<ScalarType> dtype,
             std::optional<Device> device) {
-  return fresh(fill_(empty(size, dtype.value_or(value.dtype()), device), value));
+  // An int infers int64 even from 2**63 up (which then overflows, as in PyTorch).
+  const ScalarType inferred = value.is_unsigned() ? ScalarType::Int64 : value.dtype();
+  return fresh(fill_(empty(size, dtype.value_or(inferred), device), value));
 }
 
 Tensor empty_strided(const DimVector& size, const DimVector& stride,

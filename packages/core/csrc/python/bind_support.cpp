@@ -8,30 +8,40 @@
 
 namespace ember {
 
+namespace {
+// A Python int: int64, or uint64 from 2**63 to 2**64 - 1 (PyTorch's range); beyond, PyTorch's
+// OverflowError.
+bool scalar_from_int(PyObject* o, Scalar* out) {
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (!overflow) {
+    *out = Scalar(static_cast<int64_t>(v));
+    return true;
+  }
+  if (overflow > 0) {
+    const unsigned long long u = PyLong_AsUnsignedLongLong(o);
+    if (!PyErr_Occurred()) {
+      *out = Scalar::from_uint64(u);
+      return true;
+    }
+  }
+  PyErr_Clear();
+  const std::string text = py::str(o).cast<std::string>();
+  PyErr_SetString(PyExc_OverflowError,
+                  ("value " + text +
+                   " does not fit in 64 bits: ember takes Python ints from -2**63 to 2**64 - 1 "
+                   "(from 2**63 up, for uint64 and the floating types)")
+                      .c_str());
+  throw py::error_already_set();
+}
+}  // namespace
+
 bool scalar_from_object(PyObject* o, Scalar* out) {
   if (PyBool_Check(o)) {
     *out = Scalar(o == Py_True);
     return true;
   }
-  if (PyLong_Check(o)) {
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow) {
-      // PyTorch's class for an int no dtype holds. Ops take Python ints as int64, so uint64's
-      // values from 2**63 up are refused here too (Scalar has no unsigned kind yet).
-      PyErr_Clear();
-      const std::string v = py::str(o).cast<std::string>();
-      PyErr_SetString(PyExc_OverflowError,
-                      ("value " + v +
-                       " cannot be converted to an integer type without overflow: ember takes "
-                       "Python ints in int64's range [-2**63, 2**63 - 1] (uint64 values of 2**63 "
-                       "and above are not supported)")
-                          .c_str());
-      throw py::error_already_set();
-    }
-    *out = Scalar(static_cast<int64_t>(v));
-    return true;
-  }
+  if (PyLong_Check(o)) return scalar_from_int(o, out);
   if (PyFloat_Check(o)) {
     *out = Scalar(PyFloat_AS_DOUBLE(o));
     return true;
@@ -55,18 +65,17 @@ bool scalar_from_object(PyObject* o, Scalar* out) {
   if (Py_TYPE(o)->tp_as_number == nullptr || PySequence_Check(o)) return false;
   // NumPy scalars and other number-likes.
   if (Py_TYPE(o)->tp_as_number->nb_index) {
-    long long v = PyLong_AsLongLong(o);
-    if (v == -1 && PyErr_Occurred()) {
+    // numpy.bool_ has __index__ too, but reports itself as bool through its type name.
+    if (std::string(Py_TYPE(o)->tp_name) == "numpy.bool") {
+      *out = Scalar(PyObject_IsTrue(o) == 1);
+      return true;
+    }
+    py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(o));
+    if (!index) {
       PyErr_Clear();
       return false;
     }
-    // numpy.bool_ has __index__ too, but reports itself as bool through its type name.
-    if (std::string(Py_TYPE(o)->tp_name) == "numpy.bool") {
-      *out = Scalar(v != 0);
-    } else {
-      *out = Scalar(static_cast<int64_t>(v));
-    }
-    return true;
+    return scalar_from_int(index.ptr(), out);
   }
   if (Py_TYPE(o)->tp_as_number->nb_float) {
     double v = PyFloat_AsDouble(o);

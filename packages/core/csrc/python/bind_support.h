@@ -182,6 +182,8 @@ struct type_caster<ember::Scalar> {
   bool load(handle src, bool) { return ember::scalar_from_object(src.ptr(), &value); }
   static handle cast(const ember::Scalar& s, return_value_policy, handle) {
     if (s.is_bool()) return PyBool_FromLong(s.to_bool());
+    if (s.is_integral() && s.is_unsigned())
+      return PyLong_FromUnsignedLongLong(static_cast<uint64_t>(s.to_int()));
     if (s.is_integral()) return PyLong_FromLongLong(s.to_int());
     if (s.is_complex()) return PyComplex_FromDoubles(s.to_complex().real(), s.to_complex().imag());
     return PyFloat_FromDouble(s.to_double());

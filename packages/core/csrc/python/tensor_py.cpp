@@ -19,6 +19,11 @@ namespace ember {
 bool torch_function_skippable(PyObject* self);  // torch_function_py.cpp
 
 namespace {
+// A Scalar as a Python int: uint64 elements from 2**63 up read unsigned.
+py::int_ int_to_py(const Scalar& s) {
+  if (s.is_unsigned()) return py::int_(static_cast<uint64_t>(s.to_int()));
+  return py::int_(s.to_int());
+}
 
 PyTypeObject* g_tensor_type = nullptr;
 PyObject* g_size_type = nullptr;  // ember.Size (a tuple subclass defined in Python)
@@ -461,7 +466,7 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
            [](const Tensor& t) {
              const Scalar s = item(t);
              if (s.is_complex()) throw py::type_error("can't convert complex to int");
-             return s.to_int();
+             return int_to_py(s);
            })
       .def("__bool__",
            [](const Tensor& t) {
@@ -474,7 +479,7 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
              EMBER_CHECK_KIND(
                  t->numel() == 1 && is_integral(t->dtype(), true), Type,
                  "only integer tensors of a single element can be converted to an index");
-             return item(t).to_int();
+             return int_to_py(item(t));
            })
       .def("__len__",
            [](const Tensor& t) {
