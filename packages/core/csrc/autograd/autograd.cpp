@@ -526,9 +526,7 @@ bool any_requires_grad(std::initializer_list<const Tensor*> ts) {
 }
 
 void check_inplace(const Tensor& self, const char* op) {
-  EMBER_CHECK(!self->is_inference() || inference_mode_enabled(), op,
-              ": Inplace update to inference tensor outside InferenceMode is not allowed. You can "
-              "make a clone to get a normal tensor before doing inplace update.");
+  if (self->is_inference() && !inference_mode_enabled()) fail_inference_update();
   AutogradMeta* m = meta(self);
   if (m && m->custom_function_view && grad_enabled())
     EMBER_FAIL(Runtime, op, ": output ", m->output_nr, " of ",
@@ -539,7 +537,7 @@ void check_inplace(const Tensor& self, const char* op) {
                "gradients. Clone the output of the Function before modifying it.");
   if (self->base() && grad_enabled()) check_inplace_view(self, op);
   if (m && m->requires_grad && !m->grad_fn && grad_enabled())
-    EMBER_FAIL(Runtime, op, self->base() ? ": a view of a leaf" : ": a leaf",
+    EMBER_FAIL(Runtime, self->base() ? "a view of a leaf" : "a leaf",
                " Variable that requires grad is being used in an in-place operation.");
 }
 
