@@ -414,7 +414,7 @@ Tensor getitem(const Tensor& self, py::handle index) {
     // Untracked: a[0] of an output a of split/chunk/unbind keeps its in-place restriction.
     if (track)
       autograd::record_strided_view(self, v, basic_index_node_name(self, items, n, tuple));
-    else if (autograd::grad_enabled())
+    else if (self->autograd_meta() && autograd::grad_enabled())
       autograd::untracked_view(v, self);
     return v;
   };
@@ -438,7 +438,7 @@ Tensor getitem(const Tensor& self, py::handle index) {
   Indexed ix = apply_indices(self, o);
   if (track)
     autograd::record_strided_view(self, ix.view);
-  else if (autograd::grad_enabled())
+  else if (self->autograd_meta() && autograd::grad_enabled())
     autograd::untracked_view(ix.view, self);
   if (!ix.advanced) return ix.copy ? ops::clone(ix.view) : ix.view;
   if (ix.view->device().is_meta())
