@@ -186,6 +186,20 @@ def test_from_file_matches_torch(eight_floats):
     assert got[0] == want[0] and got[1].startswith(want[1])
 
 
+def test_storage_small_apis():
+    s = ember.tensor([1.0, 2.5]).storage()
+    f8 = s.float8_e4m3fn()
+    assert f8.dtype == ember.float8_e4m3fn and f8.tolist() == [1.0, 2.5]
+    u = ember.tensor([1, 2], dtype=ember.uint8).untyped_storage()
+    assert u.float8_e5m2().tolist() == [1.0, 2.0]
+    fresh = u.new()
+    assert isinstance(fresh, ember.UntypedStorage) and fresh.nbytes() == 0
+    assert fresh.device == u.device
+    assert s.is_hpu is False and u.is_hpu is False
+    s._resize_(1)  # PyTorch's FSDP frees storages through this name
+    assert s.tolist() == [1.0]
+
+
 def test_byteswap_values():
     s = ember.tensor([1, 2], dtype=ember.int32).untyped_storage()
     assert s.byteswap(ember.int32) is None

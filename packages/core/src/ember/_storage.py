@@ -350,7 +350,8 @@ def _untyped_deepcopy(self: UntypedStorage, memo: dict[int, Any]) -> UntypedStor
 _DTYPE_METHODS = {"double": "float64", "float": "float32", "half": "float16",
                   "bfloat16": "bfloat16", "long": "int64", "int": "int32", "short": "int16",
                   "char": "int8", "byte": "uint8", "bool": "bool", "complex_double": "complex128",
-                  "complex_float": "complex64"}
+                  "complex_float": "complex64", "float8_e4m3fn": "float8_e4m3fn",
+                  "float8_e5m2": "float8_e5m2"}
 
 
 def _add_dtype_methods(cls: Any, convert: Any) -> None:
@@ -410,6 +411,8 @@ UntypedStorage.get_device = lambda self: self.device.index  # type: ignore[attr-
 UntypedStorage.is_pinned = lambda self, device="cuda": False  # type: ignore[attr-defined]
 UntypedStorage.pin_memory = lambda self, device="cuda": self  # type: ignore[attr-defined]
 UntypedStorage.is_sparse = False  # type: ignore[attr-defined]
+UntypedStorage.is_hpu = False  # type: ignore[attr-defined]
+UntypedStorage.new = lambda self: UntypedStorage(0, device=self.device)  # type: ignore[attr-defined]
 UntypedStorage.is_sparse_csr = False  # type: ignore[attr-defined]
 _add_dtype_methods(UntypedStorage, _untyped_typed)
 
@@ -430,6 +433,7 @@ class TypedStorage:
     """
 
     is_sparse = False
+    is_hpu = False
 
     def __init__(self, *args: Any, wrap_storage: UntypedStorage | None = None,
                  dtype: dtype | None = None, device: Any = None, _internal: bool = False) -> None:
@@ -566,6 +570,8 @@ class TypedStorage:
     def resize_(self, size: int) -> None:
         """Resizes the storage to ``size`` elements in place (see ``UntypedStorage.resize_``)."""
         self._untyped_storage.resize_(size * self.element_size())
+
+    _resize_ = resize_  # the name PyTorch's FSDP calls
 
     def resizable(self) -> bool:
         return self._untyped_storage.resizable()
