@@ -357,6 +357,37 @@ VIEW_ERRORS = [
 ]
 
 
+def _custom_view(L, same):
+    class Id(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x if same else x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    return Id.apply(L.ones(2, requires_grad=True) * 1)
+
+
+CUSTOM_VIEW = ("Output 0 of Id is a view and is being modified inplace. This view was created "
+               "inside a custom Function (or because an input was returned as-is) and the autograd "
+               "logic to handle view+inplace would override the custom backward associated with "
+               "the custom Function, leading to incorrect gradients. This behavior is forbidden. "
+               "You can fix this by cloning the output of the custom Function.")
+
+
+@pytest.mark.parametrize("same", [False, True])
+def test_custom_function_view_inplace_message(same):
+    out = _custom_view(ember, same)
+    assert _error(lambda: out.mul_(2)) == ("RuntimeError", CUSTOM_VIEW)
+    with ember.no_grad():
+        out.mul_(2)  # not recorded: allowed
+    assert out.tolist() == [2.0, 2.0]
+    if torch is not None:
+        assert _error(lambda: _custom_view(torch, same).mul_(2)) == ("RuntimeError", CUSTOM_VIEW)
+
+
 def _no_grad_view(L):
     x = L.ones(4, requires_grad=True) * 1
     with L.no_grad():
