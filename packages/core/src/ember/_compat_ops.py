@@ -2054,6 +2054,57 @@ def unsafe_split_with_sizes(input: Tensor, split_sizes: Sequence[int], dim: int 
     return _unsafe_pieces(input, input.detach().split(list(split_sizes), dim), dim)
 
 
+_C_NATIVE_GROUP_NORM = _C.native_group_norm
+
+
+def native_group_norm(input: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor, Tensor]:
+    """Group norm returning ``(output, mean, rstd)``, in PyTorch's form
+    ``native_group_norm(input, weight, bias, N, C, HxW, group, eps)`` (input seen as
+    ``(N, C, HxW)``; mean and rstd of shape ``(N, group)``) or ember's shorter
+    ``native_group_norm(input, num_groups, weight, bias, eps)``.
+
+    >>> import ember
+    >>> out, mean, rstd = ember.native_group_norm(ember.ones(2, 4, 3), None, None, 2, 4, 3, 2, 1e-5)
+    >>> out.shape, mean.shape
+    (ember.Size([2, 4, 3]), ember.Size([2, 2]))
+    """
+    if "num_groups" in kwargs or (args and isinstance(args[0], numbers.Integral)):
+        return _C_NATIVE_GROUP_NORM(input, *args, **kwargs)
+    names = ("weight", "bias", "N", "C", "HxW", "group", "eps")
+    if len(args) > len(names):
+        raise TypeError(f"native_group_norm() takes 8 positional arguments but {len(args) + 1} "
+                        "were given")
+    bound = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names or k in bound:
+            raise TypeError(f"native_group_norm() got an unexpected or repeated keyword argument "
+                            f"'{k}'")
+        bound[k] = v
+    missing = [k for k in names if k not in bound]
+    if missing:
+        raise TypeError(f"native_group_norm() missing required arguments: {', '.join(missing)}")
+    for k in ("weight", "bias"):
+        if bound[k] is not None and not isinstance(bound[k], Tensor):
+            raise TypeError(f"native_group_norm(): argument '{k}' must be Tensor, not "
+                            f"{type(bound[k]).__name__}")
+    if not isinstance(input, Tensor):
+        raise TypeError(f"native_group_norm(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    for k in ("N", "C", "HxW", "group"):
+        v = bound[k]
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"native_group_norm(): argument '{k}' must be int, not "
+                            f"{type(v).__name__}")
+    n, c, hw = int(bound["N"]), int(bound["C"]), int(bound["HxW"])
+    if input.numel() != n * c * hw:
+        raise RuntimeError(f"native_group_norm: expected input.numel() == N * C * HxW, but input "
+                           f"of shape {tuple(input.shape)} has {input.numel()} elements and "
+                           f"N={n}, C={c}, HxW={hw}")
+    out, mean, rstd = _C_NATIVE_GROUP_NORM(input.reshape(n, c, hw), int(bound["group"]),
+                                           bound["weight"], bound["bias"], float(bound["eps"]))
+    return out.reshape(input.shape), mean, rstd
+
+
 def _write_out(result: Tensor, out: Any, op: str) -> Tensor:
     """result, or result written into ``out`` after the engine's out= checks (dtype, device; a
     resize to result's shape, which warns when ``out`` had elements), as torch's."""
@@ -2252,57 +2303,6 @@ def adjoint(input: Tensor) -> Tensor:
     return r.conj() if r.is_complex() else r
 
 
-_C_NATIVE_GROUP_NORM = _C.native_group_norm
-
-
-def native_group_norm(input: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor, Tensor]:
-    """Group norm returning ``(output, mean, rstd)``, in PyTorch's form
-    ``native_group_norm(input, weight, bias, N, C, HxW, group, eps)`` (input seen as
-    ``(N, C, HxW)``; mean and rstd of shape ``(N, group)``) or ember's shorter
-    ``native_group_norm(input, num_groups, weight, bias, eps)``.
-
-    >>> import ember
-    >>> out, mean, rstd = ember.native_group_norm(ember.ones(2, 4, 3), None, None, 2, 4, 3, 2, 1e-5)
-    >>> out.shape, mean.shape
-    (ember.Size([2, 4, 3]), ember.Size([2, 2]))
-    """
-    if "num_groups" in kwargs or (args and isinstance(args[0], numbers.Integral)):
-        return _C_NATIVE_GROUP_NORM(input, *args, **kwargs)
-    names = ("weight", "bias", "N", "C", "HxW", "group", "eps")
-    if len(args) > len(names):
-        raise TypeError(f"native_group_norm() takes 8 positional arguments but {len(args) + 1} "
-                        "were given")
-    bound = dict(zip(names, args))
-    for k, v in kwargs.items():
-        if k not in names or k in bound:
-            raise TypeError(f"native_group_norm() got an unexpected or repeated keyword argument "
-                            f"'{k}'")
-        bound[k] = v
-    missing = [k for k in names if k not in bound]
-    if missing:
-        raise TypeError(f"native_group_norm() missing required arguments: {', '.join(missing)}")
-    for k in ("weight", "bias"):
-        if bound[k] is not None and not isinstance(bound[k], Tensor):
-            raise TypeError(f"native_group_norm(): argument '{k}' must be Tensor, not "
-                            f"{type(bound[k]).__name__}")
-    if not isinstance(input, Tensor):
-        raise TypeError(f"native_group_norm(): argument 'input' (position 1) must be Tensor, not "
-                        f"{type(input).__name__}")
-    for k in ("N", "C", "HxW", "group"):
-        v = bound[k]
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-            raise TypeError(f"native_group_norm(): argument '{k}' must be int, not "
-                            f"{type(v).__name__}")
-    n, c, hw = int(bound["N"]), int(bound["C"]), int(bound["HxW"])
-    if input.numel() != n * c * hw:
-        raise RuntimeError(f"native_group_norm: expected input.numel() == N * C * HxW, but input "
-                           f"of shape {tuple(input.shape)} has {input.numel()} elements and "
-                           f"N={n}, C={c}, HxW={hw}")
-    out, mean, rstd = _C_NATIVE_GROUP_NORM(input.reshape(n, c, hw), int(bound["group"]),
-                                           bound["weight"], bound["bias"], float(bound["eps"]))
-    return out.reshape(input.shape), mean, rstd
-
-
 def install(namespace: dict) -> None:
     """Puts the functions into ``namespace`` (ember's) where missing, and the methods on
     Tensor."""
@@ -2312,6 +2312,7 @@ def install(namespace: dict) -> None:
         namespace.setdefault(name, guard(fn, name))
     if not hasattr(namespace.get("where"), "__wrapped__"):
         namespace["where"] = _where_with_condition_only(namespace["where"])
+    namespace["native_group_norm"] = native_group_norm  # PyTorch's signature too
     for name in _METHODS:
         if not hasattr(Tensor, name):
             setattr(Tensor, name, guard(_FUNCTIONS[name], name))
@@ -2320,7 +2321,6 @@ def install(namespace: dict) -> None:
             setattr(Tensor, name + "_", _make_inplace(name))
     # conjugate complex inputs (replace the core binding, which does not)
     namespace["adjoint"] = Tensor.adjoint = adjoint
-    namespace["native_group_norm"] = native_group_norm
     if not hasattr(Tensor, "fill_diagonal_"):
         Tensor.fill_diagonal_ = fill_diagonal_
     for name, fn in _TENSOR_ONLY.items():
