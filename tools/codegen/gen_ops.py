@@ -336,9 +336,12 @@ def node_name(op: Op, idx: int) -> str:
 
 
 def gen_autograd(group: str, ops: list[Op]) -> str:
+    # untracked_views.h only where view ops are (the other files need not rebuild when it changes)
+    untracked = ('#include "autograd/untracked_views.h"\n'
+                 if any("view" in op.tags for op in ops) else "")
     out = [HEADER, '#include "autograd/autograd.h"\n#include "autograd/formulas.h"\n'
            '#include "autograd/forward_ad.h"\n#include "autograd/op_hooks.h"\n#include "autograd/op_observer.h"\n'
-           '#include "autograd/profiler.h"\n#include "autograd/views.h"\n'
+           '#include "autograd/profiler.h"\n' + untracked + '#include "autograd/views.h"\n'
            '#include "autograd/complex_check.h"\n#include "autograd/overload_hint.h"\n'
            '#include "ops.h"\n\n',
            "namespace ember {\nusing namespace autograd;\nusing namespace autograd::formulas;\n"]
@@ -446,9 +449,10 @@ def gen_autograd_wrapper(op: Op, node: str) -> str:
     self_tensor = any(a.name == "self" and a.type == "Tensor" for a in args)
     fw_check, fw_fn = gen_forward(op, diff)
     hooks = view_hooks(op, self_tensor)
+    plain = hooks["plain"].replace("RAW", raw) if hooks["plain"] else raw
     body = [fw_check, out_check, hooks["prologue"] or f"  if (!grad_enabled() || !({cond})) return {raw};\n"]
     if hooks["prologue"]:
-        body.append(f"  if (!({cond})) return {raw};\n")
+        body.append(f"  if (!({cond})) return {plain};\n")
     if has_out:
         body.append("  bool in_place = out && out == self;\n" if self_tensor else "  bool in_place = false;\n")
         if op.derivatives:
@@ -924,11 +928,18 @@ def gen_forward(op: Op, diff: list[Arg]) -> tuple[str, str]:
 # ---- view tracking (csrc/autograd/views.h) -------------------------------------------------
 
 
+# View ops returning several views: as in PyTorch, their outputs refuse recorded in-place writes
+# (tensor_split / hsplit / vsplit are composites of single views there, so they are not listed).
+MULTI_OUTPUT_VIEW_OPS = {"split", "split_with_sizes", "chunk", "unbind"}
+
+
 def view_hooks(op: Op, self_tensor: bool) -> dict[str, str]:
     """Wrapper code for views and in-place writes into them, spliced into gen_wrapper:
 
     prologue  view ops (tag `view`): the no-grad path remembers views of tensors that require
               grad made in no_grad mode (replaces the plain early return; "" = keep it);
+    plain     view ops: the grad-mode path of inputs requiring no grad flags outputs of
+              multi-output view ops (and views of them) for check_inplace_view (RAW: the call);
     pre       in-place ops: whether self is a tracked view, before its history changes;
     alias     ops that may return self itself (contiguous, _to_dtype, flatten): no node then;
     after_history  in-place ops on views: self's new grad_fn counts as current, so that a saved
@@ -942,9 +953,11 @@ def view_hooks(op: Op, self_tensor: bool) -> dict[str, str]:
     src = next((a.name for a in args if a.type in ("Tensor", "Tensor[]")), None)
     inplace = op.name.endswith("_") or op.native_out
     single = [t for t, _ in op.returns] == ["Tensor"]
-    hooks = {"prologue": "", "pre": "", "alias": "", "after_history": "", "post": ""}
+    hooks = {"prologue": "", "plain": "", "pre": "", "alias": "", "after_history": "", "post": ""}
     if "view" in op.tags and src:
         hooks["prologue"] = f"  if (!grad_enabled()) return no_grad_view({raw}, {src});\n"
+        multi = "true" if op.name in MULTI_OUTPUT_VIEW_OPS else "false"
+        hooks["plain"] = f"untracked_view(RAW, {src}, {multi})"
         hooks["post"] = f"  mark_view(full_result, {src});\n"
     if inplace and self_tensor:
         hooks["pre"] = "  bool self_is_view = in_place && is_tracked_view(self);\n"

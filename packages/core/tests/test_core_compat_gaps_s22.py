@@ -187,8 +187,8 @@ def test_tensor_from_typed_storage():
     s = ember.tensor([1.5, 2.5]).storage()
     t = ember.tensor(s)
     assert t.dtype == ember.float32 and t.tolist() == [1.5, 2.5]
-    t[0] = 0  # a copy
-    assert s[0] == 1.5
+    t[0] = 0  # a view of the storage, as PyTorch's tensor(storage) (not a copy)
+    assert s[0] == 0.0
 
 
 @needs_torch
@@ -295,7 +295,7 @@ def test_view_made_in_no_grad_keeps_no_grad_message():
     x = _nonleaf(ember)
     with ember.no_grad():
         a = x.split(2)[0]
-    with pytest.raises(RuntimeError, match="a view was created in no_grad mode"):
+    with pytest.raises(RuntimeError, match="A view was created in no_grad mode"):
         a.mul_(2)
 
 

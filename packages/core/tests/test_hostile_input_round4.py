@@ -544,7 +544,8 @@ def test_resizing_a_shared_tensor_raises_instead_of_crashing():
 
 def test_storage_resized_while_other_threads_read_it():
     # PyTorch 2.13 crashes ("Fatal Python error") when a storage is resized under views that
-    # other threads read; ember refuses the shrink and never reads freed memory.
+    # other threads read; ember shrinks a storage without giving its memory back (the views
+    # read stale bytes, not freed memory), and a regrown storage's new bytes are undefined.
     r = _child("""
         import random, threading
         import ember
@@ -561,7 +562,7 @@ def test_storage_resized_while_other_threads_read_it():
 
         def read():
             for _ in range(2000):
-                assert v.sum().item() == 0.0
+                v.sum().item()
 
         ts = [threading.Thread(target=f) for f in (resize, read, read)]
         [t.start() for t in ts]
@@ -569,4 +570,4 @@ def test_storage_resized_while_other_threads_read_it():
         print(any(t.is_alive() for t in ts), sorted(errors))
     """, timeout=200)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.strip() == ("False ['UntypedStorage.resize_: shrinking a storage']"), r.stdout
+    assert r.stdout.strip() == "False []", r.stdout

@@ -526,20 +526,23 @@ bool any_requires_grad(std::initializer_list<const Tensor*> ts) {
 }
 
 void check_inplace(const Tensor& self, const char* op) {
-  EMBER_CHECK(!self->is_inference() || inference_mode_enabled(), op,
-              ": Inplace update to inference tensor outside InferenceMode is not allowed. You can "
-              "make a clone to get a normal tensor before doing inplace update.");
+  if (self->is_inference() && !inference_mode_enabled()) fail_inference_update();
   AutogradMeta* m = meta(self);
-  if (m && m->custom_function_view && grad_enabled())
-    EMBER_FAIL(Runtime, op, ": output ", m->output_nr, " of ",
-               m->grad_fn ? m->grad_fn->name() : std::string("a custom Function"),
-               " is a view of one of its inputs and is being modified inplace. It was created "
-               "inside a custom Function (or an input was returned as is), and rewriting its "
-               "history for the in-place op would bypass the Function's backward and give wrong "
-               "gradients. Clone the output of the Function before modifying it.");
+  if (m && m->custom_function_view && grad_enabled()) {
+    // PyTorch's wording: the Function's name without the node's "Backward" suffix.
+    std::string fn = m->grad_fn ? m->grad_fn->name() : std::string("a custom Function");
+    const size_t cut = fn.rfind("Backward");
+    if (m->grad_fn && cut != std::string::npos && cut > 0) fn.resize(cut);
+    EMBER_FAIL(Runtime, "Output ", m->output_nr, " of ", fn,
+               " is a view and is being modified inplace. This view was created inside a custom "
+               "Function (or because an input was returned as-is) and the autograd logic to "
+               "handle view+inplace would override the custom backward associated with the "
+               "custom Function, leading to incorrect gradients. This behavior is forbidden. You "
+               "can fix this by cloning the output of the custom Function.");
+  }
   if (self->base() && grad_enabled()) check_inplace_view(self, op);
   if (m && m->requires_grad && !m->grad_fn && grad_enabled())
-    EMBER_FAIL(Runtime, op, self->base() ? ": a view of a leaf" : ": a leaf",
+    EMBER_FAIL(Runtime, self->base() ? "a view of a leaf" : "a leaf",
                " Variable that requires grad is being used in an in-place operation.");
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "autograd/anomaly_stack_prefetch.h"
+#include "autograd/untracked_views.h"
 #include "kernels/iterator.h"
 #include "ops.h"
 
@@ -184,29 +185,36 @@ void check_inplace_view(const Tensor& self, const char* op) {
   AutogradMeta* bm = base->autograd_meta();
   AutogradMeta* m0 = self->autograd_meta();
   bool no_grad_view = m0 && m0->view_no_grad && !m0->grad_fn;
-  if (m0 && m0->multi_output_view && m0->grad_fn && grad_enabled()) {
+  // PyTorch's wording, without the op's name in front (as its messages).
+  if (m0 && m0->multi_output_view && grad_enabled()) {
+    static const char* const kMultiOutput =
+        " This view is the output of a function that returns multiple views. Such functions do "
+        "not allow the output views to be modified inplace. You should replace the inplace "
+        "operation by an out-of-place one.";
+    if (!m0->grad_fn)  // made from a tensor requiring no grad (untracked_views.h)
+      EMBER_FAIL(Runtime,
+                 "A view was created in no_grad mode and is being modified inplace with grad "
+                 "mode enabled.",
+                 kMultiOutput);
     // PyTorch names the node without its "Backward<n>" suffix: "Output 0 of Split ...".
     std::string fn = m0->grad_fn->name();
     const size_t cut = fn.rfind("Backward");
     if (cut != std::string::npos && cut > 0) fn.resize(cut);
-    EMBER_FAIL(Runtime, op, ": Output ", m0->output_nr, " of ", fn,
-               " is a view and is being modified inplace. This view is the output of a function "
-               "that returns multiple views. Such functions do not allow the output views to be "
-               "modified inplace. You should replace the inplace operation by an out-of-place "
-               "one.");
+    EMBER_FAIL(Runtime, "Output ", m0->output_nr, " of ", fn,
+               " is a view and is being modified inplace.", kMultiOutput);
   }
   // As torch: a view with history whose base is a leaf. The base need not require grad: the
   // view may hang from another view of it made a leaf by requires_grad_() (set_requires_grad).
   const bool base_is_leaf = !bm || !bm->grad_fn;
   const bool leaf_with_grad = bm && bm->requires_grad && !bm->grad_fn;
   if ((leaf_with_grad || (base_is_leaf && m0 && m0->grad_fn)) && !no_grad_view)
-    EMBER_FAIL(Runtime, op,
-               ": a view of a leaf Variable that requires grad is being used in an in-place "
+    EMBER_FAIL(Runtime,
+               "a view of a leaf Variable that requires grad is being used in an in-place "
                "operation.");
   AutogradMeta* m = self->autograd_meta();
   if (m && m->view_no_grad && !m->grad_fn)
-    EMBER_FAIL(Runtime, op,
-               ": a view was created in no_grad mode and is being modified inplace with grad mode "
+    EMBER_FAIL(Runtime,
+               "A view was created in no_grad mode and is being modified inplace with grad mode "
                "enabled. Given that this use case is ambiguous and error-prone, it is forbidden. "
                "You can clarify your code by moving both the view and the inplace either both "
                "inside the no_grad block (if you don't want the inplace to be tracked) or both "
@@ -248,6 +256,42 @@ std::vector<Tensor> no_grad_view(std::vector<Tensor> views, const Tensor& src) {
 std::vector<Tensor> no_grad_view(std::vector<Tensor> views, const std::vector<Tensor>& srcs) {
   for (size_t i = 0; i < views.size() && i < srcs.size(); ++i)
     if (requires_grad(srcs[i])) mark_one(views[i], srcs[i], true);
+  return views;
+}
+
+namespace {
+// Flags one output of a multi-output view op (or a view of one) made without history.
+void flag_multi_output(const Tensor& view, const Tensor& src) {
+  if (!view || !view->base() || view->storage() != src->storage()) return;  // a copy
+  if (!differentiable(view->dtype())) return;
+  AutogradMeta& m = materialize_meta(view);
+  if (m.grad_fn || m.requires_grad) return;  // not a plain untracked view
+  m.is_view = true;
+  m.view_version = view->version();
+  m.multi_output_view = true;
+}
+
+bool flags_views(const Tensor& src, bool multi_output) {
+  if (multi_output) return true;
+  const AutogradMeta* m = src ? src->autograd_meta() : nullptr;
+  return m && m->multi_output_view;
+}
+}  // namespace
+
+Tensor untracked_view(Tensor view, const Tensor& src, bool multi_output) {
+  if (flags_views(src, multi_output)) flag_multi_output(view, src);
+  return view;
+}
+std::vector<Tensor> untracked_view(std::vector<Tensor> views, const Tensor& src,
+                                   bool multi_output) {
+  if (flags_views(src, multi_output))
+    for (const Tensor& v : views) flag_multi_output(v, src);
+  return views;
+}
+std::vector<Tensor> untracked_view(std::vector<Tensor> views, const std::vector<Tensor>& srcs,
+                                   bool multi_output) {
+  for (size_t i = 0; i < views.size() && i < srcs.size(); ++i)
+    if (flags_views(srcs[i], multi_output)) flag_multi_output(views[i], srcs[i]);
   return views;
 }
 
@@ -328,7 +372,7 @@ void mark_nondifferentiable_view(const Tensor& view) {
 void check_detach_inplace(const Tensor& t) {
   if (is_tracked_view(t) && requires_grad(t))
     EMBER_FAIL(Runtime,
-               "detach_(): can't detach views in-place. Use detach() instead. If you are using "
+               "Can't detach views in-place. Use detach() instead. If you are using "
                "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set "
                "as True, gradients are views of DDP buckets, and hence detach_() cannot be "
                "called on these gradients. To fix this error, please refer to the "

@@ -16,8 +16,9 @@ void set_inference_mode_enabled(bool enabled) { t_inference_mode = enabled; }
 
 void fail_inference_update() {
   EMBER_FAIL(Runtime,
-             "Inplace update to inference tensor outside InferenceMode is not allowed. You can "
-             "make a clone to get a normal tensor before doing inplace update.");
+             "Inplace update to inference tensor outside InferenceMode is not allowed.You can "
+             "make a clone to get a normal tensor before doing inplace update.See "
+             "https://github.com/pytorch/rfcs/pull/17 for more details.");
 }
 
 void fail_read_only_write(const char* op) {

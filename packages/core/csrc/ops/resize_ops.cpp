@@ -76,6 +76,14 @@ void grow_storage(const Storage& storage, size_t nbytes) {
   storage->nbytes = nbytes;
 }
 
+void shrink_storage(const Storage& storage, size_t nbytes) {
+  if (nbytes >= storage->nbytes) return;
+  EMBER_CHECK(storage->resizable, "Trying to resize storage that is not resizable");
+  // Tensors on the storage keep their sizes (PyTorch lets them read past the new end, into freed
+  // memory): the memory stays, only the size changes, so they read stale bytes instead.
+  storage->nbytes = nbytes;
+}
+
 Tensor resize_(const Tensor& self, const DimVector& sizes, ResizeFormat format) {
   check_sizes(sizes, "resize_");
   check_writable(self);

@@ -10,9 +10,15 @@ namespace ember {
 enum class ResizeFormat { Keep, Contiguous, ChannelsLast, ChannelsLast3d };
 
 // Grows `storage` in place to at least `nbytes` (new memory, the old bytes copied to its start);
-// every tensor on the storage sees the new memory. Never shrinks. Raises for a storage ember
-// does not own ("Trying to resize storage that is not resizable").
+// every tensor on the storage sees the new memory. Never shrinks (see shrink_storage). Raises for a
+// storage ember does not own ("Trying to resize storage that is not resizable").
 void grow_storage(const Storage& storage, size_t nbytes);
+
+// Shrinks `storage` in place to `nbytes` (< its size), keeping its first bytes. Only the size
+// changes: tensors on the storage may still view bytes past the new end, so its memory stays
+// until the storage grows again or dies (they read stale bytes rather than freed memory). Raises
+// for a storage ember does not own.
+void shrink_storage(const Storage& storage, size_t nbytes);
 
 // self takes `sizes` (dense strides in `format`), its storage grown when it is too small.
 // Raises for a tensor that requires grad, negative sizes and a format of the wrong rank.

@@ -10,6 +10,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/forward_ad.h"
+#include "autograd/untracked_views.h"
 #include "autograd/views.h"
 #include "kernels/iterator.h"
 #include "ops.h"
@@ -410,7 +411,11 @@ Tensor getitem(const Tensor& self, py::handle index) {
     if (python_dispatch::on() && python_dispatch_wanted(self))
       return basic_index_dispatched(self, items, n);
     Tensor v = basic_index(self, items, n);
-    if (track) autograd::record_strided_view(self, v, basic_index_node_name(self, items, n, tuple));
+    // Untracked: a[0] of an output a of split/chunk/unbind keeps its in-place restriction.
+    if (track)
+      autograd::record_strided_view(self, v, basic_index_node_name(self, items, n, tuple));
+    else if (self->autograd_meta() && autograd::grad_enabled())
+      autograd::untracked_view(v, self);
     return v;
   };
   if (is_basic(o)) return basic(&o, 1, false);
@@ -431,7 +436,10 @@ Tensor getitem(const Tensor& self, py::handle index) {
     return ops::_index(view, sub.indices);
   }
   Indexed ix = apply_indices(self, o);
-  if (track) autograd::record_strided_view(self, ix.view);
+  if (track)
+    autograd::record_strided_view(self, ix.view);
+  else if (self->autograd_meta() && autograd::grad_enabled())
+    autograd::untracked_view(ix.view, self);
   if (!ix.advanced) return ix.copy ? ops::clone(ix.view) : ix.view;
   if (ix.view->device().is_meta())
     for (const Tensor& t : ix.indices)

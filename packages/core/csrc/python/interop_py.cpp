@@ -2,6 +2,7 @@
 // DLPack producer/consumer.
 #include <cstring>
 
+#include "autograd/autograd.h"
 #include "core/storageless.h"
 #include "python/tensor_py.h"
 
@@ -294,6 +295,12 @@ void bind_interop(py::module_& m, TensorClass& cls) {
 
   cls.def_buffer([](TensorImpl& t) -> py::buffer_info {
     if (is_storageless(t)) fail_storageless("the buffer protocol");
+    // NumPy reads a buffer before __array__: refusing here sends np.asarray(t) to Tensor.__array__
+    // (numpy()), which raises PyTorch's error, instead of letting the values escape autograd.
+    AutogradMeta* m = t.autograd_meta();
+    EMBER_CHECK(!(m && m->requires_grad && autograd::grad_enabled()),
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                "instead.");
     EMBER_CHECK_KIND(t.device().is_cpu(), Type, "can't convert ", t.device().str(),
                      " device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host "
                      "memory first.");

@@ -48,11 +48,11 @@ void bind_storage(py::module_& m, TensorClass& cls) {
       .def(
           "resize_",
           [](const Storage& s, int64_t nbytes) {
-            EMBER_CHECK_KIND(nbytes >= 0, Value, "UntypedStorage.resize_: nbytes must be >= 0");
-            EMBER_CHECK(static_cast<size_t>(nbytes) >= s->nbytes,
-                        "UntypedStorage.resize_: shrinking a storage (from ", s->nbytes, " to ",
-                        nbytes, " bytes) is not supported by ember");
-            grow_storage(s, static_cast<size_t>(nbytes));
+            EMBER_CHECK(nbytes >= 0, "UntypedStorage.resize_: nbytes must be >= 0, got ", nbytes);
+            if (static_cast<size_t>(nbytes) < s->nbytes)
+              shrink_storage(s, static_cast<size_t>(nbytes));
+            else
+              grow_storage(s, static_cast<size_t>(nbytes));
             return s;
           },
           py::arg("size"))

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from ember._C import Tensor
 
-__all__ = ["guard", "guard_module"]
+__all__ = ["guard", "guard_module", "method_args"]
 
 
 # annotation parts (besides None) -> the kind of argument torch's parser reads there
@@ -134,3 +134,77 @@ def guard_module(namespace: dict[str, Any], names: Any = None) -> None:
                 not (fn.__module__ or "").startswith("ember"):
             continue
         namespace[n] = guard(fn)
+
+
+def _number_fits(kind: str, v: Any) -> bool:
+    """Whether PyTorch's parser takes v for a float / int / Generator argument of a method."""
+    if kind == "Generator":
+        from ember._C import Generator
+
+        return v is None or isinstance(v, Generator)
+    if isinstance(v, Tensor):
+        return v.numel() == 1 and (kind == "float" or not v.is_floating_point())
+    if isinstance(v, (str, bytes, complex)) or v is None or not hasattr(v, "__float__"):
+        return False
+    return kind == "float" or hasattr(v, "__index__")
+
+
+def _method_arg_error(name: str, stub: Callable[..., Any], kinds: dict[str, str],
+                      args: tuple, kwargs: dict) -> TypeError | None:
+    """The TypeError PyTorch raises for these arguments of the method ``name`` (its signature
+    is stub's, without self; kinds: a parameter's expected "float", "int" or "Generator"), or
+    None when it would take them."""
+    try:
+        bound = inspect.signature(stub).bind(*args, **kwargs)
+    except TypeError:
+        try:  # Python's own wording, which is PyTorch's: "normal_() takes from 0 to 2 ..."
+            stub(*args, **kwargs)
+        except TypeError as e:
+            return TypeError(str(e))
+        return None
+    positional = list(inspect.signature(stub).parameters)[:len(args)]
+    for pname, v in bound.arguments.items():
+        kind = kinds.get(pname)
+        if kind is None or _number_fits(kind, v):
+            continue
+        shown = pname.rstrip("_")  # from_: PyTorch's 'from'
+        where = f" (position {positional.index(pname) + 1})" if pname in positional else ""
+        expected = "ember.Generator" if kind == "Generator" else kind
+        return TypeError(f"{name}(): argument '{shown}'{where} must be {expected}, not "
+                         f"{type(v).__name__}")
+    return None
+
+
+def method_args(name: str, stub: Callable[..., Any], kinds: dict[str, str]
+                ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorates the Python implementation of the Tensor method ``name`` so that a call with
+    arguments PyTorch's parser refuses raises its TypeError (``uniform_() takes from 0 to 2
+    positional arguments but 3 were given``; ``normal_(): argument 'mean' (position 1) must be
+    float, not str``) rather than whatever the implementation ran into. ``stub`` has the
+    method's signature without self; ``kinds`` maps parameters to "float", "int" or
+    "Generator". Checked only once a TypeError escapes: correct calls pay one call frame.
+
+    >>> import ember
+    >>> try:
+    ...     ember.ones(2).normal_(0.0, 1.0, 3)
+    ... except TypeError as e:
+    ...     print(e)
+    normal_() takes from 0 to 2 positional arguments but 3 were given
+    """
+    stub.__name__ = stub.__qualname__ = name
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(self, *args, **kwargs)
+            except TypeError as e:
+                err = _method_arg_error(name, stub, kinds, args, kwargs)
+                if err is None:
+                    raise
+                raise err from e
+
+        method.__name__ = method.__qualname__ = name
+        return method
+
+    return decorate

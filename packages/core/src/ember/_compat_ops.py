@@ -14,6 +14,7 @@ import numbers
 from typing import Any, Sequence
 
 from ember import _C
+from ember._argcheck import method_args
 from ember._C import Tensor
 from ember.autograd.function import Function as _Function
 
@@ -1889,11 +1890,23 @@ def dsplit(input: Tensor, indices_or_sections: Any) -> tuple[Tensor, ...]:
     return tuple(_C.tensor_split(input, indices_or_sections, 2))
 
 
-def _random_float(self: Tensor, op: str) -> None:
-    if not self.is_floating_point():
-        raise RuntimeError(f"{op}: expects a floating-point tensor, got {self.dtype}")
+def _geometric_stub(p: float, *, generator: Any = None) -> None:
+    """geometric_'s signature, for its argument errors (ember._argcheck.method_args)."""
 
 
+def _log_normal_stub(mean: float = 1.0, std: float = 2.0, *, generator: Any = None) -> None:
+    """log_normal_'s signature, for its argument errors."""
+
+
+def _cauchy_stub(median: float = 0.0, sigma: float = 1.0, *, generator: Any = None) -> None:
+    """cauchy_'s signature, for its argument errors."""
+
+
+_RANDOM_KINDS = {"p": "float", "mean": "float", "std": "float", "median": "float",
+                 "sigma": "float", "generator": "Generator"}
+
+
+@method_args("geometric_", _geometric_stub, _RANDOM_KINDS)
 def _geometric_(self: Tensor, p: float, *, generator: Any = None) -> Tensor:
     """Fills self with draws from the geometric distribution: the number of Bernoulli(p) trials
     up to the first success (1, 2, ...).
@@ -1909,6 +1922,7 @@ def _geometric_(self: Tensor, p: float, *, generator: Any = None) -> Tensor:
     return self.copy_((e / -math.log1p(-p)).ceil().clamp_(min=1))
 
 
+@method_args("log_normal_", _log_normal_stub, _RANDOM_KINDS)
 def _log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *,
                  generator: Any = None) -> Tensor:
     """Fills self with exp(N(mean, std)) draws (the underlying normal's mean and std).
@@ -1917,12 +1931,15 @@ def _log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *,
     >>> bool((ember.empty(10).log_normal_() > 0).all())
     True
     """
-    _random_float(self, "log_normal_")
+    if not self.is_floating_point():  # PyTorch: NotImplementedError (no kernel for the dtype)
+        raise _C.DtypeNotImplementedError(f"log_normal_: not implemented for dtype {self.dtype} "
+                                          "(supported: floating dtypes)")
     if std <= 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
     return self.normal_(mean, std, generator=generator).exp_()
 
 
+@method_args("cauchy_", _cauchy_stub, _RANDOM_KINDS)
 def _cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *,
              generator: Any = None) -> Tensor:
     """Fills self with Cauchy(median, sigma) draws: median + sigma * tan(pi * (u - 1/2)).
@@ -1931,7 +1948,10 @@ def _cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *,
     >>> ember.empty(3).cauchy_().shape
     ember.Size([3])
     """
-    _random_float(self, "cauchy_")
+    if not self.is_floating_point():
+        raise RuntimeError(f"cauchy_: Cauchy distribution is a continuous probability "
+                           f"distribution. dtype must be a floating point but you specified "
+                           f"{self.dtype}")
     if sigma <= 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
     u = self.uniform_(0.0, 1.0, generator=generator)
@@ -2032,6 +2052,57 @@ def unsafe_split(input: Tensor, split_size: Any, dim: int = 0) -> tuple:
 def unsafe_split_with_sizes(input: Tensor, split_sizes: Sequence[int], dim: int = 0) -> tuple:
     """``split`` with a list of sizes whose outputs may be modified in place under autograd."""
     return _unsafe_pieces(input, input.detach().split(list(split_sizes), dim), dim)
+
+
+_C_NATIVE_GROUP_NORM = _C.native_group_norm
+
+
+def native_group_norm(input: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor, Tensor]:
+    """Group norm returning ``(output, mean, rstd)``, in PyTorch's form
+    ``native_group_norm(input, weight, bias, N, C, HxW, group, eps)`` (input seen as
+    ``(N, C, HxW)``; mean and rstd of shape ``(N, group)``) or ember's shorter
+    ``native_group_norm(input, num_groups, weight, bias, eps)``.
+
+    >>> import ember
+    >>> out, mean, rstd = ember.native_group_norm(ember.ones(2, 4, 3), None, None, 2, 4, 3, 2, 1e-5)
+    >>> out.shape, mean.shape
+    (ember.Size([2, 4, 3]), ember.Size([2, 2]))
+    """
+    if "num_groups" in kwargs or (args and isinstance(args[0], numbers.Integral)):
+        return _C_NATIVE_GROUP_NORM(input, *args, **kwargs)
+    names = ("weight", "bias", "N", "C", "HxW", "group", "eps")
+    if len(args) > len(names):
+        raise TypeError(f"native_group_norm() takes 8 positional arguments but {len(args) + 1} "
+                        "were given")
+    bound = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names or k in bound:
+            raise TypeError(f"native_group_norm() got an unexpected or repeated keyword argument "
+                            f"'{k}'")
+        bound[k] = v
+    missing = [k for k in names if k not in bound]
+    if missing:
+        raise TypeError(f"native_group_norm() missing required arguments: {', '.join(missing)}")
+    for k in ("weight", "bias"):
+        if bound[k] is not None and not isinstance(bound[k], Tensor):
+            raise TypeError(f"native_group_norm(): argument '{k}' must be Tensor, not "
+                            f"{type(bound[k]).__name__}")
+    if not isinstance(input, Tensor):
+        raise TypeError(f"native_group_norm(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    for k in ("N", "C", "HxW", "group"):
+        v = bound[k]
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"native_group_norm(): argument '{k}' must be int, not "
+                            f"{type(v).__name__}")
+    n, c, hw = int(bound["N"]), int(bound["C"]), int(bound["HxW"])
+    if input.numel() != n * c * hw:
+        raise RuntimeError(f"native_group_norm: expected input.numel() == N * C * HxW, but input "
+                           f"of shape {tuple(input.shape)} has {input.numel()} elements and "
+                           f"N={n}, C={c}, HxW={hw}")
+    out, mean, rstd = _C_NATIVE_GROUP_NORM(input.reshape(n, c, hw), int(bound["group"]),
+                                           bound["weight"], bound["bias"], float(bound["eps"]))
+    return out.reshape(input.shape), mean, rstd
 
 
 def _write_out(result: Tensor, out: Any, op: str) -> Tensor:
@@ -2241,6 +2312,7 @@ def install(namespace: dict) -> None:
         namespace.setdefault(name, guard(fn, name))
     if not hasattr(namespace.get("where"), "__wrapped__"):
         namespace["where"] = _where_with_condition_only(namespace["where"])
+    namespace["native_group_norm"] = native_group_norm  # PyTorch's signature too
     for name in _METHODS:
         if not hasattr(Tensor, name):
             setattr(Tensor, name, guard(_FUNCTIONS[name], name))

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember import _C
+from ember._argcheck import method_args
 from ember._C import Tensor
 
 __all__ = ["is_conj", "resolve_conj", "is_neg", "resolve_neg"]
@@ -115,15 +116,31 @@ _real_uniform_ = Tensor.uniform_
 _real_normal_ = Tensor.normal_
 
 
+def _uniform_stub(from_: float = 0.0, to: float = 1.0, *, generator: Any = None) -> None:
+    """uniform_'s signature, for its argument errors (ember._argcheck.method_args)."""
+
+
+def _normal_stub(mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> None:
+    """normal_'s signature, for its argument errors."""
+
+
+_RANDOM_KINDS = {"from_": "float", "to": "float", "mean": "float", "std": "float",
+                 "generator": "Generator"}
+
+
+@method_args("uniform_", _uniform_stub, _RANDOM_KINDS)
 def _uniform_(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """Fills self with U(from, to) draws; a complex tensor's real and imaginary parts are each
     drawn from U(from, to), as in PyTorch."""
+    if "from" in kwargs:  # uniform_(**{"from": a}): PyTorch's name of from_
+        kwargs["from_"] = kwargs.pop("from")
     if not self.is_complex():
         return _real_uniform_(self, *args, **kwargs)
     _real_uniform_(_C.view_as_real(self), *args, **kwargs)
     return self
 
 
+@method_args("normal_", _normal_stub, _RANDOM_KINDS)
 def _normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) \
         -> Tensor:
     """Fills self with N(mean, std) draws; a complex tensor's real and imaginary parts are each

@@ -79,6 +79,8 @@ def as_tensor(data: Any, dtype=None, device=None) -> Tensor:
         if device is not None:
             data = data.to(device)
         return data if dtype is None or data.dtype is dtype else data._to_dtype(dtype)
+    if type(data) is _C.UntypedStorage or type(data).__name__ == "TypedStorage":
+        return _tensor(data, dtype=dtype, device=device)  # a view of the storage, as tensor()
     if device is not None and _C.device(device).type != "cpu":
         # Host memory can't be shared with a device: copy, and let tensor() report a missing one.
         return _C.tensor(data, dtype=dtype, device=device)

@@ -105,13 +105,16 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
 
         return _pinned_result(tensor(data, dtype, device), "tensor", requires_grad)
     kind = type(data)
-    if kind is not list and kind is not tuple and hasattr(kind, "__dlpack__"):
-        from ember._interop import foreign_tensor
+    if kind is not list and kind is not tuple:
+        if hasattr(kind, "__dlpack__"):
+            from ember._interop import foreign_tensor
 
-        foreign = foreign_tensor(data)  # a torch.Tensor, say: copied through DLPack
-        if foreign is not None:
-            out = foreign.to(device=device, dtype=dtype, copy=True)
-            return out.requires_grad_(True) if requires_grad else out
+            foreign = foreign_tensor(data)  # a torch.Tensor, say: copied through DLPack
+            if foreign is not None:
+                out = foreign.to(device=device, dtype=dtype, copy=True)
+                return out.requires_grad_(True) if requires_grad else out
+        if kind is _C.UntypedStorage or (kind.__name__ == "TypedStorage" and _is_storage(data)):
+            return _tensor_of_storage(data, dtype, device, requires_grad)
     if dtype is _C.uint64:
         _check_unsigned(data)
     try:
@@ -128,6 +131,26 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
         if not changed:
             raise
     return _C.tensor(fixed, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def _tensor_of_storage(storage: Any, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
+    """``tensor(storage)`` as PyTorch builds it: a 1-d tensor over the storage's bytes, sharing
+    them (not a copy), of ``dtype`` (int64 by default for an ``UntypedStorage``; a
+    ``TypedStorage`` must hold the dtype asked for, the default dtype when none is); moved to
+    ``device`` when given."""
+    from ember._storage import TypedStorage
+
+    if isinstance(storage, TypedStorage):
+        want = _default_dtype() if dtype is None else dtype
+        if storage.dtype is not want:
+            raise RuntimeError(
+                f"Expected a Storage of type {_STORAGE_NAMES.get(repr(want), want)} or an "
+                f"UntypedStorage, but got {_STORAGE_NAMES.get(repr(storage.dtype), storage.dtype)}")
+        storage, dtype = storage.untyped(), want
+    out = _from_storage(storage, _C.int64 if dtype is None else dtype)
+    if device is not None and _C.device(device) != out.device:
+        out = out.to(device)
+    return out.requires_grad_(True) if requires_grad else out
 
 
 def _check_unsigned(data: Any) -> None:

@@ -5,7 +5,7 @@ by every view); ``Tensor.storage()`` the same bytes seen as elements of the tens
 ``ember.TypedStorage``). ``Tensor.resize_(*sizes, memory_format=None)`` gives a tensor new sizes
 in place (contiguous strides, or channels-last ones), growing its storage when it is too small:
 the storage gets new memory with the old bytes at its start, and every view of it sees the new
-memory; it never shrinks. ``Tensor.set_()`` points a tensor at another storage.
+memory; it never shrinks (``UntypedStorage.resize_`` does). ``Tensor.set_()`` points a tensor at another storage.
 
 >>> import ember
 >>> x = ember.arange(4.)
@@ -251,6 +251,83 @@ def _untyped_from_buffer(buffer: Any, byte_order: str | None = None, count: int 
                                            "UntypedStorage.from_buffer"))
 
 
+def _untyped_byteswap(self: UntypedStorage, dtype: dtype) -> None:
+    """Reverses, in place, the bytes of every element of ``dtype`` (each half of a complex
+    one): converts the storage between little- and big-endian elements of that dtype.
+
+    >>> import ember
+    >>> s = ember.tensor([1], dtype=ember.int16).untyped_storage()
+    >>> s.byteswap(ember.int16); s.tolist()
+    [0, 1]
+    """
+    if not isinstance(dtype, _C.dtype):
+        raise RuntimeError(f"byteswap(): expected an ember.dtype, but got {type(dtype)}")
+    k = dtype.itemsize // 2 if dtype.is_complex else dtype.itemsize
+    n = self.nbytes()
+    if k <= 1 or n == 0:
+        return
+    if n % k:
+        raise RuntimeError(f"byteswap(): the length of data ({n} bytes) is not a multiple of {k} "
+                           f"(the element size of {dtype}{', halved' if dtype.is_complex else ''})")
+    groups = self._tensor().view(-1, k)
+    groups.copy_(groups.flip(1))
+
+
+def _map_file(filename: Any, shared: Any, nbytes: Any, op: str) -> UntypedStorage:
+    """A CPU storage over the first ``nbytes`` bytes of a memory-mapped file (see from_file)."""
+    import os
+
+    if not isinstance(filename, str):
+        raise TypeError(f"{op}(): argument 'filename' must be str, not {type(filename).__name__}")
+    for name, v in (("shared", shared), ("nbytes", nbytes)):
+        if isinstance(v, float) or not hasattr(v, "__index__"):
+            raise TypeError(f"{op}(): argument '{name}' must be {'bool' if name == 'shared' else 'int'}"
+                            f", not {type(v).__name__}")
+    shared, nbytes = bool(shared), nbytes.__index__()
+    if nbytes < 0:
+        raise RuntimeError(f"{op}(): unable to map {nbytes} bytes from file <{filename}> (the size "
+                           "must be >= 0)")
+    try:
+        fd = os.open(filename, (os.O_RDWR | os.O_CREAT) if shared else os.O_RDONLY, 0o600)
+    except OSError as e:
+        mode = "read-write" if shared else "read-only"
+        raise RuntimeError(f"{op}(): unable to open file <{filename}> in {mode} mode: "
+                           f"{e.strerror} ({e.errno})") from None
+    try:
+        size = os.fstat(fd).st_size
+        if size < nbytes:
+            if not shared:
+                raise RuntimeError(f"{op}(): file <{filename}> size <{size}> is smaller than the "
+                                   f"required mapping size <{nbytes}>")
+            os.ftruncate(fd, nbytes)  # shared: the file grows to the mapping, as PyTorch's
+        if nbytes == 0:
+            return UntypedStorage(0)
+        if shared:  # MAP_SHARED: writes reach the file (and other processes mapping it)
+            t = _C._from_shm_fd(fd, nbytes, _C.uint8, [nbytes], [1], 0)
+        else:  # MAP_PRIVATE, copy-on-write: writes stay in this process
+            t = _C._map_file(fd, 0, nbytes)
+        return t.untyped_storage()
+    finally:
+        os.close(fd)
+
+
+def _untyped_from_file(filename: str, shared: bool = False, nbytes: int = 0) -> UntypedStorage:
+    """A CPU storage of ``nbytes`` bytes memory-mapped from the file ``filename``.
+
+    ``shared=True`` maps it shared: writes go to the file (created, or grown to ``nbytes``,
+    when needed) and other processes mapping it see them. ``shared=False`` maps a private
+    copy-on-write view of a file holding at least ``nbytes`` bytes: writes never reach it.
+
+    >>> import ember, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "bytes")
+    >>> s = ember.UntypedStorage.from_file(path, True, 4)
+    >>> s[0] = 7; del s
+    >>> list(open(path, "rb").read())
+    [7, 0, 0, 0]
+    """
+    return _map_file(filename, shared, nbytes, "from_file")
+
+
 def _untyped_typed(self: UntypedStorage, dt: dtype) -> TypedStorage:
     """self's bytes as uint8 values converted to dt (PyTorch's UntypedStorage.float() etc.)."""
     return TypedStorage(self._tensor().to(dt).untyped_storage(), dt)
@@ -273,7 +350,8 @@ def _untyped_deepcopy(self: UntypedStorage, memo: dict[int, Any]) -> UntypedStor
 _DTYPE_METHODS = {"double": "float64", "float": "float32", "half": "float16",
                   "bfloat16": "bfloat16", "long": "int64", "int": "int32", "short": "int16",
                   "char": "int8", "byte": "uint8", "bool": "bool", "complex_double": "complex128",
-                  "complex_float": "complex64"}
+                  "complex_float": "complex64", "float8_e4m3fn": "float8_e4m3fn",
+                  "float8_e5m2": "float8_e5m2"}
 
 
 def _add_dtype_methods(cls: Any, convert: Any) -> None:
@@ -325,12 +403,16 @@ UntypedStorage.cpu = _untyped_cpu  # type: ignore[attr-defined]
 UntypedStorage.cuda = _untyped_cuda  # type: ignore[attr-defined]
 UntypedStorage.share_memory_ = _untyped_share_memory_  # type: ignore[attr-defined]
 UntypedStorage.from_buffer = staticmethod(_untyped_from_buffer)  # type: ignore[attr-defined]
+UntypedStorage.from_file = staticmethod(_untyped_from_file)  # type: ignore[attr-defined]
+UntypedStorage.byteswap = _untyped_byteswap  # type: ignore[attr-defined]
 UntypedStorage.untyped = lambda self: self  # type: ignore[attr-defined]
 UntypedStorage.type = lambda self, dtype=None, non_blocking=False: "ember.storage.UntypedStorage"  # type: ignore[attr-defined]
 UntypedStorage.get_device = lambda self: self.device.index  # type: ignore[attr-defined]
 UntypedStorage.is_pinned = lambda self, device="cuda": False  # type: ignore[attr-defined]
 UntypedStorage.pin_memory = lambda self, device="cuda": self  # type: ignore[attr-defined]
 UntypedStorage.is_sparse = False  # type: ignore[attr-defined]
+UntypedStorage.is_hpu = False  # type: ignore[attr-defined]
+UntypedStorage.new = lambda self: UntypedStorage(0, device=self.device)  # type: ignore[attr-defined]
 UntypedStorage.is_sparse_csr = False  # type: ignore[attr-defined]
 _add_dtype_methods(UntypedStorage, _untyped_typed)
 
@@ -351,6 +433,7 @@ class TypedStorage:
     """
 
     is_sparse = False
+    is_hpu = False
 
     def __init__(self, *args: Any, wrap_storage: UntypedStorage | None = None,
                  dtype: dtype | None = None, device: Any = None, _internal: bool = False) -> None:
@@ -485,8 +568,10 @@ class TypedStorage:
                             self.dtype)
 
     def resize_(self, size: int) -> None:
-        """Grows the storage to ``size`` elements (keeping its contents)."""
+        """Resizes the storage to ``size`` elements in place (see ``UntypedStorage.resize_``)."""
         self._untyped_storage.resize_(size * self.element_size())
+
+    _resize_ = resize_  # the name PyTorch's FSDP calls
 
     def resizable(self) -> bool:
         return self._untyped_storage.resizable()
@@ -529,6 +614,30 @@ class TypedStorage:
         u = _storage_of_bytes(_buffer_bytes(buffer, byte_order, count, offset, dt,
                                             "TypedStorage.from_buffer"))
         return TypedStorage(_untyped_to(u, device=device), dt)
+
+    @classmethod
+    def from_file(cls, filename: str, shared: bool = False, size: int = 0, *,
+                  dtype: dtype | None = None) -> TypedStorage:
+        """A CPU storage of ``size`` elements of ``dtype`` memory-mapped from ``filename`` (see
+        ``UntypedStorage.from_file`` for ``shared``). PyTorch calls it on its legacy per-dtype
+        classes (``FloatStorage.from_file``), which ember does not have: here ``dtype`` must be
+        given.
+
+        >>> import ember, os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "floats")
+        >>> ember.TypedStorage.from_file(path, True, 2, dtype=ember.float32).tolist()
+        [0.0, 0.0]
+        """
+        if dtype is None:
+            raise RuntimeError("from_file can only be called on derived classes (ember has none: "
+                               "pass dtype=, or use UntypedStorage.from_file)")
+        if not isinstance(dtype, _C.dtype):
+            raise TypeError(f"from_file(): dtype must be an ember.dtype, got "
+                            f"{type(dtype).__name__}")
+        if isinstance(size, float) or not hasattr(size, "__index__"):
+            raise TypeError(f"from_file(): argument 'size' must be int, not {type(size).__name__}")
+        return TypedStorage(_map_file(filename, shared, size.__index__() * dtype.itemsize,
+                                      "from_file"), dtype)
 
     def _to_dtype(self, dt: dtype) -> TypedStorage:
         if dt == self.dtype:

@@ -60,7 +60,9 @@ def mpi_world() -> tuple[int, int]:
 def _arr(t: Any) -> np.ndarray:
     if t.dtype == ember.bfloat16:
         raise TypeError("the mpi backend does not take bfloat16 tensors (MPI has no such type)")
-    return np.asarray(t).reshape(-1)
+    # detach(): a parameter that requires grad is sent as its memory (np.asarray refuses it, as
+    # torch's numpy() does)
+    return np.asarray(t.detach()).reshape(-1)
 
 
 def _debug_detail() -> bool:

@@ -2526,10 +2526,11 @@ def _check_class_target(op: str, input: Tensor, target: Tensor) -> Tensor:
     the target, a size-1 target of a 1-D input made 0-D (as torch accepts it)."""
     if input.ndim == 0:
         raise ValueError(f"{op}: input must have at least 1 dim (C), got a 0-D tensor")
-    if target.dtype.is_floating_point:
+    if target.dtype.is_floating_point and op == "cross_entropy":
         return target
     shape_in, shape_t = _shape(input), _shape(target)
     if input.ndim == 1:
+        _check_class_target_dtype(input, target)
         if target.ndim == 0:
             return target
         if target.ndim == 1:
@@ -2549,7 +2550,28 @@ def _check_class_target(op: str, input: Tensor, target: Tensor) -> Tensor:
             f"{op}: expected target of shape {want} (class indices) for input of shape "
             f"{shape_in}, got {shape_t}"
         )
+    _check_class_target_dtype(input, target)
     return target
+
+
+_TORCH_TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
+                     "uint8": "Byte", "bool": "Bool", "float16": "Half", "bfloat16": "BFloat16",
+                     "float32": "Float", "float64": "Double", "uint16": "UInt16",
+                     "uint32": "UInt32", "uint64": "UInt64", "complex64": "ComplexFloat",
+                     "complex128": "ComplexDouble"}
+
+
+def _check_class_target_dtype(input: Tensor, target: Tensor) -> None:
+    """Class indices as PyTorch's nll_loss takes them, with its messages: int64, or uint8 for an
+    input of at most 2 dims (its (N, C, d1, ...) kernel takes int64 only)."""
+    dt = target.dtype
+    if dt is _C.int64 or (dt is _C.uint8 and input.ndim <= 2):
+        return
+    name = str(dt).rsplit(".", 1)[-1]
+    if dt is _C.uint8:
+        raise RuntimeError("expected scalar type Long but found Byte")
+    raise RuntimeError(f"expected target dtype to be Long or Byte, but got "
+                       f"{_TORCH_TYPE_NAMES.get(name, name)}")
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
@@ -2630,8 +2652,6 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("nll_loss", reduction)
-    if target.dtype.is_floating_point:
-        raise RuntimeError(f"nll_loss: expected integer class indices, got target dtype {target.dtype}")
     target = _check_class_target("nll_loss", input, target)
     return _C.nll_loss(input, target, weight, reduction, ignore_index)
 
