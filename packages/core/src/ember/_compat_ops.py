@@ -13,7 +13,7 @@ import math
 import numbers
 from typing import Any, Sequence
 
-from ember import _C
+from ember import _C, _outarg
 from ember._C import Tensor
 from ember.autograd.function import Function as _Function
 
@@ -2039,10 +2039,8 @@ def _write_out(result: Tensor, out: Any, op: str) -> Tensor:
     resize to result's shape, which warns when ``out`` had elements), as torch's."""
     if out is None:
         return result
-    if not isinstance(out, Tensor):
-        raise TypeError(f"{op}(): argument 'out' must be Tensor, not {type(out).__name__}")
-    _C._prepare_out(out, result, op, False)  # any dtype the result casts to, as torch's
-    return out.copy_(result)
+    # (the result requires grad when an input does: out= is not differentiable)
+    return _outarg.write_out(op, out, lambda: result, (result,))
 
 
 def polygamma(n: int, input: Tensor, *, out: Any = None) -> Tensor:
@@ -2126,6 +2124,14 @@ _FUNCTIONS = {
     "select_scatter": select_scatter, "diagonal_scatter": diagonal_scatter,
     "narrow_copy": narrow_copy, "dsplit": dsplit,
 }
+
+# out= as PyTorch's: a dtype the result casts to, or (the composites) exactly the result's dtype
+_outarg.accept_out_names(_FUNCTIONS, (
+    "deg2rad", "rad2deg", "i0", "sinc", "copysign", "fmax", "fmin", "gcd", "lcm", "heaviside",
+    "hypot", "ldexp", "logaddexp", "logaddexp2", "mvlgamma"))
+_outarg.accept_out_names(_FUNCTIONS, (
+    "isneginf", "isposinf", "signbit", "float_power", "diag", "quantile", "nanquantile",
+    "renorm", "narrow_copy", "logcumsumexp", "cross"), exact=True)
 
 # Tensor methods PyTorch has for these (the function with the tensor first)
 _METHODS = (

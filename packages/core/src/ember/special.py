@@ -485,6 +485,14 @@ def i1(input: Tensor) -> Tensor:
         .to(x.dtype)
 
 
+def _check_int64(op: str, name: str, v: int) -> None:
+    """An int argument must fit in int64: PyTorch's parser raises this ValueError for one that
+    does not (polygamma(2**64, x) is refused, not computed)."""
+    if not -2**63 <= v < 2**63:
+        raise ValueError(f"{op}(): argument '{name}' must fit in int64, got {v} (Overflow when "
+                         "unpacking long long)")
+
+
 def multigammaln(input: Tensor, p: int) -> Tensor:
     """The log of the multivariate gamma function of dimension ``p``:
     ``p (p - 1) / 4 * log(pi) + sum_{j<p} gammaln(x - j / 2)``. Like PyTorch 2.13, entries
@@ -500,6 +508,7 @@ def multigammaln(input: Tensor, p: int) -> Tensor:
     x = _float(input, "multigammaln")
     if isinstance(p, bool) or not isinstance(p, int):
         raise TypeError(f"multigammaln: p must be an int, got {type(p).__name__}")
+    _check_int64("multigammaln", "p", p)
     if p < 1:
         raise RuntimeError(f"multigammaln: p has to be greater than or equal to 1, got {p}")
     j = ember.arange(p, dtype=x.dtype, device=x.device)
@@ -647,6 +656,7 @@ def polygamma(n: int, input: Tensor) -> Tensor:
     """
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"polygamma(): n must be an int, got {type(n).__name__}")
+    _check_int64("polygamma", "n", n)
     if n < 0:
         raise RuntimeError(f"polygamma(n, x) does not support negative n, got n = {n}")
     x = _float(_tensor("polygamma", input), "polygamma")
@@ -817,6 +827,15 @@ laguerre_polynomial_l = _poly("laguerre_polynomial_l", _poly_doc(
 legendre_polynomial_p = _poly("legendre_polynomial_p", _poly_doc(
     "legendre_polynomial_p", "The Legendre polynomial P_n(x)", "0.5", "-0.4375"))
 
+
+# out= as torch.special's (the native special_* functions above take it already)
+from ember import _outarg  # noqa: E402
+
+_outarg.accept_out_names(globals(), (
+    "expit", "logit", "erf", "erfc", "erfcx", "erfinv", "gammaln", "lgamma", "digamma", "psi",
+    "gammainc", "gammaincc", "xlogy", "xlog1py", "entr", "ndtr", "ndtri", "log_ndtr", "sinc",
+    "exp2", "expm1", "log1p", "logsumexp", "round", "i0", "i0e", "i1", "i1e", "multigammaln",
+    "zeta", "polygamma"))
 
 # Functions of this module take part in __torch_function__ (ember.overrides), as torch.special's.
 from ember import _argcheck  # noqa: E402
