@@ -1,0 +1,475 @@
+"""Findings of the s24 fuzzing round (tools/fuzz_ops.py --torch with seed 1456,
+packages/core/tests/fuzz_api.py --torch with seeds 1456-1461 over the gamma family, the norms,
+lstsq, all / any, grid_sample and embedding, and hand-written probes of the storage API), each
+fixed and pinned here with explicit values, and against PyTorch where it is installed.
+
+In Python: the hand-written functions whose torch versions take out= take it too (ember.special's
+erf / gammaln / digamma / polygamma / ..., ember.lgamma / digamma / hypot / logaddexp / ...,
+ember.fft's transforms and frequency factories, linalg.cross / vecdot; a TypeError before), with
+torch's rules (a castable dtype or the exact one, no autograd); polygamma / multigammaln refuse
+an order beyond int64 (polygamma(2**64, x) was computed); linalg.norm refuses ord= without dim=
+on a 3-D input ('fro' was taken over the last two dims); matrix_norm(ord=2) of an empty matrix is
+0 (amax of nothing was raised) and a complex dtype= for a real input is refused; grid_sample of an
+integer or complex input is a NotImplementedError (int64 was sampled into float32); affine_grid's
+batch mismatch is a RuntimeError; UntypedStorage takes a bool byte, refuses a float (it was
+truncated) with RuntimeError and an int beyond int64 with OverflowError (2**64 + 5 wrote 5), and
+fill_ wraps 300 to 44 as torch; embedding with max_norm takes int32 indices (index_copy()'s int64
+error leaked); embedding_bag promotes indices and offsets of two dtypes; lstsq refuses a B with
+more batch dims than A (it was broadcast).
+
+Built from C++: round(decimals=) of a complex tensor names complex (it said "integer tensors")
+and of an integer tensor is a NotImplementedError as torch's; norm(p='fro') over three dims is
+refused (the vector norm over all of them was returned); norm(p='nuc') of float16 / bfloat16 is
+a RuntimeError as torch's (the SVD's NotImplementedError leaked)."""
+
+from __future__ import annotations
+
+import warnings
+
+import ember
+import ember.nn.functional as F
+import pytest
+from test_fuzz_findings_s14 import _same
+
+try:
+    import torch
+except ImportError:  # the explicit expectations below still run
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch not installed")
+
+
+def _get(M, name):
+    obj = M
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+# ---- a. out= of the hand-written functions -----------------------------------------------------
+
+def _x(M):
+    return M.tensor([0.25, 0.75], dtype=M.float64)
+
+
+# name -> (the call, with x = [0.25, 0.75] in float64; its expected values)
+OUT_CASES = {
+    "special.erf": (lambda M, x: M.special.erf, [0.2763263901682369, 0.7111556336535151]),
+    "special.expit": (lambda M, x: M.special.expit, [0.5621765008857981, 0.679178699175393]),
+    "special.gammaln": (lambda M, x: M.special.gammaln, [1.2880225246980774, 0.20328095143129535]),
+    "special.digamma": (lambda M, x: M.special.digamma, [-4.2274535333762655, -1.085860879786472]),
+    "special.i1e": (lambda M, x: M.special.i1e, [0.09811262869736825, 0.18988779330485503]),
+    "special.ndtri": (lambda M, x: M.special.ndtri, [-0.6744897501960818, 0.6744897501960818]),
+    "lgamma": (lambda M, x: M.lgamma, [1.2880225246980774, 0.20328095143129535]),
+    "digamma": (lambda M, x: M.digamma, [-4.2274535333762655, -1.085860879786472]),
+    "deg2rad": (lambda M, x: M.deg2rad, [0.004363323129985824, 0.013089969389957472]),
+    "sinc": (lambda M, x: M.sinc, [0.9003163161571061, 0.3001054387190354]),
+    "logit": (lambda M, x: M.logit, [-1.0986122886681098, 1.0986122886681098]),
+    "special.polygamma": (lambda M, x: lambda t, **kw: M.special.polygamma(1, t, **kw),
+                          [17.19732915341456, 2.541879648764158]),
+    "special.multigammaln": (lambda M, x: lambda t, **kw: M.special.multigammaln(t + 2, 2, **kw),
+                             [0.6128355367966112, 1.1724513247320338]),
+    "mvlgamma": (lambda M, x: lambda t, **kw: M.mvlgamma(t + 2, 2, **kw),
+                 [0.6128355367966112, 1.1724513247320338]),
+    "special.xlogy": (lambda M, x: lambda t, **kw: M.special.xlogy(t, t, **kw),
+                      [-0.34657359027997264, -0.21576155433883568]),
+    "special.zeta": (lambda M, x: lambda t, **kw: M.special.zeta(t + 2, t, **kw),
+                     [23.616546927078986, 2.553728024494421]),
+    "hypot": (lambda M, x: lambda t, **kw: M.hypot(t, t, **kw),
+              [0.3535533905932738, 1.0606601717798214]),
+    "logaddexp": (lambda M, x: lambda t, **kw: M.logaddexp(t, t, **kw),
+                  [0.9431471805599453, 1.4431471805599454]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUT_CASES))
+def test_out_of_the_python_functions(name):
+    make, want = OUT_CASES[name]
+    fn = make(ember, None)
+    assert fn(_x(ember)).tolist() == pytest.approx(want, rel=1e-12)
+    o = ember.zeros(2, dtype=ember.float64)
+    r = fn(_x(ember), out=o)  # was: unexpected keyword argument 'out'
+    assert r is o and o.tolist() == pytest.approx(want, rel=1e-12)
+    o32 = ember.zeros(2)  # float64 into float32: a cast of the same kind, as torch
+    fn(_x(ember), out=o32)
+    assert o32.tolist() == pytest.approx(want, rel=1e-6)
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type int64"):
+        fn(_x(ember), out=ember.zeros(2, dtype=ember.int64))
+    with pytest.raises(TypeError, match="argument 'out' must be Tensor, not list"):
+        fn(_x(ember), out=[0.0, 0.0])
+    e = ember.empty(0, dtype=ember.float64)  # resized (no warning: it had no elements)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fn(_x(ember), out=e).shape == (2,)
+
+
+@pytest.mark.parametrize("name", sorted(OUT_CASES))
+def test_out_of_the_python_functions_is_not_differentiable(name):
+    fn = OUT_CASES[name][0](ember, None)
+    x = _x(ember).requires_grad_()
+    with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+        fn(x, out=ember.zeros(2, dtype=ember.float64))
+    with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+        fn(_x(ember), out=ember.zeros(2, dtype=ember.float64, requires_grad=True))
+    with ember.no_grad():
+        o = ember.zeros(2, dtype=ember.float64)
+        fn(x, out=o)
+        assert not o.requires_grad
+
+
+def test_polygamma_out_refuses_grad_too():
+    # ember.polygamma took out= already, and recorded a CopyBackward0 into it
+    with pytest.raises(RuntimeError, match="polygamma\\(\\): functions with out="):
+        ember.polygamma(1, ember.ones(2, requires_grad=True), out=ember.zeros(2))
+
+
+def test_out_of_the_python_functions_in_place_of_the_input():
+    x = _x(ember)
+    assert ember.special.erf(x, out=x) is x
+    assert x.tolist() == pytest.approx([0.2763263901682369, 0.7111556336535151], rel=1e-12)
+
+
+EXACT_CASES = {  # out= must have the result's dtype (float32 here), as torch's composites
+    "quantile": lambda M, **kw: M.quantile(M.tensor([1.0, 2.0, 4.0]), 0.5, **kw),
+    "cross": lambda M, **kw: M.cross(M.tensor([1.0, 0, 0]), M.tensor([0.0, 1, 0]), dim=0, **kw),
+    "linalg.cross": lambda M, **kw: M.linalg.cross(M.tensor([1.0, 0, 0]), M.tensor([0.0, 1, 0]),
+                                                   **kw),
+    "linalg.vecdot": lambda M, **kw: M.linalg.vecdot(M.tensor([1.0, 2.0]), M.tensor([3.0, 4.0]),
+                                                     **kw),
+    "matrix_power": lambda M, **kw: M.matrix_power(M.tensor([[1.0, 1.0], [0.0, 1.0]]), 2, **kw),
+    "logcumsumexp": lambda M, **kw: M.logcumsumexp(M.tensor([0.0, 0.0]), 0, **kw),
+    "diag": lambda M, **kw: M.diag(M.tensor([[1.0, 2.0], [3.0, 4.0]]), **kw),
+}
+EXACT_WANT = {"quantile": 2.0, "cross": [0.0, 0.0, 1.0], "linalg.cross": [0.0, 0.0, 1.0],
+              "linalg.vecdot": 11.0, "matrix_power": [[1.0, 2.0], [0.0, 1.0]],
+              "logcumsumexp": [0.0, 0.6931471824645996], "diag": [1.0, 4.0]}
+
+
+@pytest.mark.parametrize("name", sorted(EXACT_CASES))
+def test_out_of_the_composites_needs_the_exact_dtype(name):
+    fn = EXACT_CASES[name]
+    want = fn(ember)
+    o = ember.empty(0)
+    assert fn(ember, out=o) is o and o.tolist() == want.tolist() == EXACT_WANT[name]
+    with pytest.raises(RuntimeError, match="to have dtype float32, but got float64"):
+        fn(ember, out=ember.empty(0, dtype=ember.float64))
+
+
+def test_out_of_the_boolean_predicates():
+    x = ember.tensor([-float("inf"), -0.0, 1.0])
+    for name, want in (("isneginf", [True, False, False]), ("isposinf", [False, False, False]),
+                       ("signbit", [True, True, False])):
+        o = ember.empty(0, dtype=ember.bool)
+        assert getattr(ember, name)(x, out=o) is o and o.tolist() == want
+        with pytest.raises(RuntimeError, match="to have dtype bool, but got float32"):
+            getattr(ember, name)(x, out=ember.empty(0))
+
+
+def test_out_of_the_fft_functions():
+    x = ember.tensor([0.25, 0.75], dtype=ember.float64)
+    o = ember.empty(0, dtype=ember.complex128)
+    assert ember.fft.rfft(x, out=o) is o and o.tolist() == [1 + 0j, -0.5 + 0j]
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type float64"):
+        ember.fft.fft(x, out=ember.empty(0, dtype=ember.float64))
+    # the frequency factories compute in out's dtype (float32 rounding before: 0.3333333432...)
+    f = ember.empty(0, dtype=ember.float64)
+    assert ember.fft.fftfreq(3, out=f) is f
+    assert f.tolist() == [0.0, 1 / 3, -1 / 3]
+    assert ember.fft.rfftfreq(4, out=ember.empty(0, dtype=ember.float64)).tolist() == \
+        [0.0, 0.25, 0.5]
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(OUT_CASES))
+@pytest.mark.parametrize("out_dt", ["float64", "float32", "int64"])
+def test_out_of_the_python_functions_matches_torch(name, out_dt):
+    _same(lambda M: OUT_CASES[name][0](M, None)(_x(M), out=M.zeros(2, dtype=getattr(M, out_dt))))
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(EXACT_CASES))
+@pytest.mark.parametrize("out_dt", ["float32", "float64"])
+def test_out_of_the_composites_matches_torch(name, out_dt):
+    _same(lambda M: EXACT_CASES[name](M, out=M.empty(0, dtype=getattr(M, out_dt))))
+
+
+@needs_torch
+def test_out_of_fftfreq_matches_torch():
+    _same(lambda M: M.fft.fftfreq(5, out=M.empty(0, dtype=M.float64)), rtol=0)
+
+
+# ---- b. an order beyond int64 ------------------------------------------------------------------
+
+@pytest.mark.parametrize("call", [
+    lambda M: M.polygamma(2**64, M.ones(2)),
+    lambda M: M.special.polygamma(-2**64, M.ones(2)),
+    lambda M: M.ones(2).polygamma(2**63),
+    lambda M: M.special.multigammaln(M.ones(2) * 3, 2**64),
+    lambda M: M.mvlgamma(M.ones(2) * 3, 2**63),
+])
+def test_order_beyond_int64_is_refused(call):
+    with pytest.raises(ValueError, match="Overflow when unpacking long long"):
+        call(ember)  # polygamma(2**64, x) was computed (-inf at 0.5)
+    if torch is not None:
+        with pytest.raises(ValueError):
+            call(torch)
+
+
+def test_order_at_int64_max_still_computes():
+    # n = 2**63 - 1 is odd: (-1)^(n+1) n! zeta(n + 1, 1) overflows to +inf
+    assert ember.polygamma(2**63 - 1, ember.ones(2)).tolist() == [float("inf")] * 2
+
+
+# ---- c. norms ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ord", ["fro", "nuc", 2])
+@pytest.mark.parametrize("shape", [(2, 2, 2), (2, 0, 0)])
+def test_linalg_norm_ord_without_dim_needs_1d_or_2d(ord, shape):
+    with pytest.raises(RuntimeError, match="If dim is not specified but ord is, the input must "
+                                           "be 1D or 2D. Got 3D."):
+        ember.linalg.norm(ember.ones(*shape), ord)  # 'fro' gave [2.0, 2.0]
+    assert ember.linalg.norm(ember.ones(2, 2, 2), "fro", dim=(1, 2)).tolist() == [2.0, 2.0]
+    assert ember.linalg.norm(ember.ones(2, 2, 2)).item() == pytest.approx(8**0.5)
+
+
+@pytest.mark.parametrize("shape", [(2, 0, 3), (2, 3, 0)])
+def test_matrix_norm_2_of_empty_matrices_is_zero(shape):
+    r = ember.linalg.matrix_norm(ember.ones(*shape), 2)  # was: amax() ... non-zero size
+    assert r.tolist() == [0.0, 0.0] and r.dtype == ember.float32
+    assert ember.linalg.matrix_norm(ember.ones(*shape), "nuc").tolist() == [0.0, 0.0]
+    with pytest.raises(IndexError, match="Expected reduction dim"):
+        ember.linalg.matrix_norm(ember.ones(*shape), -2)  # no identity for the minimum (torch)
+
+
+def test_matrix_norm_dtype_must_keep_the_kind():
+    a = ember.arange(4.0).reshape(2, 2)
+    with pytest.raises(RuntimeError, match="dtype should be real for real inputs, but got "
+                                           "ComplexFloat"):
+        ember.linalg.matrix_norm(a, "nuc", dtype=ember.complex64)  # was a float32 norm
+    with pytest.raises(RuntimeError, match="dtype should be complex for complex inputs"):
+        ember.linalg.matrix_norm(a.to(ember.complex64), "fro", dtype=ember.float32)
+    r = ember.linalg.matrix_norm(a, "fro", dtype=ember.float64)
+    assert r.dtype == ember.float64 and r.item() == pytest.approx(14**0.5, rel=1e-12)
+
+
+@needs_torch
+@pytest.mark.parametrize("src", [
+    "M.linalg.norm(M.ones(2, 2, 2), 'fro')", "M.linalg.norm(M.ones(2, 0, 0), 'nuc')",
+    "M.linalg.matrix_norm(M.ones(2, 0, 3), 2)", "M.linalg.matrix_norm(M.ones(2, 3, 0), 2)",
+    "M.linalg.matrix_norm(M.ones(2, 2), 'nuc', dtype=M.complex64)",
+    "M.linalg.matrix_norm(M.ones(2, 2, dtype=M.complex64), 'fro', dtype=M.float32)",
+    "M.linalg.norm(M.ones(2, 2, 2), 'fro', dim=(1, 2))",
+])
+def test_norms_match_torch(src):
+    _same(lambda M: eval(src))  # noqa: S307 (a literal of the table above)
+
+
+# ---- d. grid_sample / affine_grid ------------------------------------------------------------
+
+@pytest.mark.parametrize("dt", ["int64", "int32", "uint8", "bool", "complex64"])
+def test_grid_sample_refuses_non_floating_input(dt):
+    x = ember.ones(1, 1, 3, 4).to(getattr(ember, dt))
+    g = ember.zeros(1, 2, 2, 2).to(getattr(ember, dt))
+    with pytest.raises(NotImplementedError, match=f"grid_sample\\(\\): not implemented for input "
+                                                  f"dtype ember.{dt}"):
+        F.grid_sample(x, g, align_corners=False)  # int64 gave a float32 result
+    with pytest.raises(NotImplementedError):  # whatever the grid's dtype
+        F.grid_sample(x, ember.zeros(1, 2, 2, 2), align_corners=False)
+    if torch is not None:
+        tx = torch.ones(1, 1, 3, 4).to(getattr(torch, dt))
+        with pytest.raises(NotImplementedError):
+            torch.nn.functional.grid_sample(tx, torch.zeros(1, 2, 2, 2).to(getattr(torch, dt)),
+                                            align_corners=False)
+
+
+def test_grid_sample_float_input_with_another_grid_dtype_stays_runtime_error():
+    with pytest.raises(RuntimeError, match="same dtype"):
+        F.grid_sample(ember.ones(1, 1, 3, 4, dtype=ember.float64), ember.zeros(1, 2, 2, 2),
+                      align_corners=False)
+    r = F.grid_sample(ember.arange(12.0).reshape(1, 1, 3, 4), ember.zeros(1, 1, 1, 2),
+                      align_corners=True)
+    assert r.tolist() == [[[[5.5]]]]
+
+
+def test_affine_grid_batch_mismatch_is_a_runtime_error():
+    theta = ember.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
+    with pytest.raises(RuntimeError, match="theta holds 1 affine matrices but size"):
+        F.affine_grid(theta, (2, 1, 2, 3), align_corners=False)  # was a ValueError
+    with pytest.raises(ValueError, match="Nx2x3"):  # a wrong matrix shape stays a ValueError
+        F.affine_grid(theta[:, :1], (1, 1, 2, 3), align_corners=False)
+    if torch is not None:
+        with pytest.raises(RuntimeError):
+            torch.nn.functional.affine_grid(torch.eye(2, 3).unsqueeze(0), (2, 1, 2, 3),
+                                            align_corners=False)
+
+
+# ---- e. UntypedStorage byte values -----------------------------------------------------------
+
+def _storage(M):
+    return M.tensor([1.0, 2.0]).untyped_storage()
+
+
+@pytest.mark.parametrize("value, byte", [(True, 1), (False, 0), (300, 44), (-1, 255),
+                                         (-129, 127), (2**63 - 1, 255)])
+def test_storage_takes_ints_and_bools_modulo_256(value, byte):
+    s = _storage(ember)
+    s[0] = value  # a bool was a TypeError
+    assert s[0] == byte
+    s.fill_(value)  # 300 was refused ("cannot be converted to type uint8")
+    assert s.tolist() == [byte] * 8
+    assert ember.UntypedStorage([value, 7]).tolist() == [byte, 7]
+    if torch is not None:
+        t = _storage(torch)
+        t[0] = value
+        assert t[0] == byte
+        assert list(torch.UntypedStorage([value, 7])) == [byte, 7]
+
+
+@pytest.mark.parametrize("value", [1.5, 2.0, "a", None, 1 + 2j])
+def test_storage_refuses_non_int_bytes(value):
+    s = _storage(ember)
+    before = s.tolist()
+    with pytest.raises(RuntimeError, match="UntypedStorage.__setitem__ expects int, but got "):
+        s[0] = value  # a float was a TypeError
+    with pytest.raises(RuntimeError, match="UntypedStorage.fill_ expects int, but got "):
+        s.fill_(value)  # 1.5 was truncated to 1
+    with pytest.raises(RuntimeError, match="UntypedStorage\\(sequence\\) expects int"):
+        ember.UntypedStorage([value])  # [1.5] was [1]
+    assert s.tolist() == before
+    if torch is not None:
+        with pytest.raises(RuntimeError):
+            _storage(torch)[0] = value
+        with pytest.raises(RuntimeError):
+            torch.UntypedStorage([value])
+
+
+def test_storage_refuses_a_tensor_byte():
+    with pytest.raises(RuntimeError, match="expects int, but got Tensor"):
+        _storage(ember).fill_(ember.tensor(3))
+    with pytest.raises(RuntimeError, match="expects int, but got Tensor"):
+        ember.UntypedStorage([ember.tensor(3)])
+
+
+@pytest.mark.parametrize("value", [2**64 + 5, 2**63, -2**63 - 1])
+def test_storage_refuses_ints_beyond_int64(value):
+    s = _storage(ember)
+    with pytest.raises(OverflowError, match="does not fit in int64"):
+        s[0] = value  # 2**64 + 5 wrote 5
+    with pytest.raises(OverflowError, match="does not fit in int64"):
+        s[0:2] = value
+    with pytest.raises(OverflowError, match="does not fit in int64"):
+        ember.UntypedStorage([value])
+    assert s[0] == 0  # (torch 2.13 raises OverflowError for some, SystemError for others)
+
+
+# ---- f. embedding index dtypes ---------------------------------------------------------------
+
+def _w(M):
+    return M.arange(15.0).reshape(5, 3)
+
+
+def test_embedding_max_norm_takes_int32_indices():
+    w = _w(ember)
+    r = F.embedding(ember.tensor([[0, 1], [4, 0]], dtype=ember.int32), w, max_norm=1.0)
+    # was: index_copy(): expected an index tensor of dtype int64, but got int32
+    want = [[[0.0, 0.4472135901451111, 0.8944271802902222],
+             [0.4242640733718872, 0.5656854510307312, 0.7071067690849304]],
+            [[0.5318906903266907, 0.5762149095535278, 0.6205391883850098],
+             [0.0, 0.4472135901451111, 0.8944271802902222]]]
+    assert r.reshape(-1).tolist() == pytest.approx(sum(sum(want, []), []), rel=1e-5)
+    assert w[2].tolist() == [6.0, 7.0, 8.0]  # rows not referenced keep their norm
+    if torch is not None:
+        _same(lambda M: M.nn.functional.embedding(M.tensor([[0, 1], [4, 0]], dtype=M.int32),
+                                                   _w(M), max_norm=1.0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("idx_dt, off_dt", [("int8", "int64"), ("int16", "int64"),
+                                            ("uint8", "int64"), ("int32", "int16"),
+                                            ("int64", "int8"), ("bool", "int64")])
+def test_embedding_bag_promotes_indices_and_offsets(idx_dt, off_dt):
+    idx = ember.tensor([0, 1, 4, 0]).to(getattr(ember, idx_dt))
+    off = ember.tensor([0, 2]).to(getattr(ember, off_dt))
+    r = F.embedding_bag(idx, _w(ember), off)  # was: expected integer (int64 or int32) indices
+    want = [[1.5, 2.5, 3.5], [6.0, 7.0, 8.0]] if idx_dt != "bool" else \
+        [[1.5, 2.5, 3.5], [1.5, 2.5, 3.5]]
+    assert r.tolist() == want
+    if torch is not None:
+        _same(lambda M: M.nn.functional.embedding_bag(
+            M.tensor([0, 1, 4, 0]).to(getattr(M, idx_dt)), _w(M),
+            M.tensor([0, 2]).to(getattr(M, off_dt))))
+
+
+@pytest.mark.parametrize("dt", ["int8", "int16", "uint8"])
+def test_embedding_bag_same_small_dtype_still_refused(dt):
+    with pytest.raises(RuntimeError, match="expected offsets of dtype int64 or int32"):
+        F.embedding_bag(ember.tensor([0, 1]).to(getattr(ember, dt)), _w(ember),
+                        ember.tensor([0]).to(getattr(ember, dt)))
+
+
+# ---- g. lstsq batch dims -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("b_shape", [(2, 3, 1), (2, 2, 3, 1)])
+def test_lstsq_refuses_b_with_more_dims(b_shape):
+    a = ember.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=ember.float64)
+    b = ember.ones(*b_shape, dtype=ember.float64)
+    with pytest.raises(RuntimeError, match="input.dim\\(\\) must be greater or equal to "
+                                           "other.dim\\(\\)"):
+        ember.linalg.lstsq(a, b)  # was broadcast to a (2, 2, 1) solution
+    if torch is not None:
+        with pytest.raises(RuntimeError):
+            torch.linalg.lstsq(torch.ones(3, 2, dtype=torch.float64),
+                               torch.ones(*b_shape, dtype=torch.float64))
+
+
+def test_lstsq_batched_a_with_a_vector_or_matrix_b():
+    a = ember.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]] * 2, dtype=ember.float64)
+    x = ember.linalg.lstsq(a, ember.tensor([[1.0, 2.0, 3.0]] * 2, dtype=ember.float64)).solution
+    assert x.reshape(-1).tolist() == pytest.approx([1.0, 2.0] * 2, rel=1e-12)
+    x = ember.linalg.lstsq(a, ember.tensor([[[1.0], [2.0], [3.0]]], dtype=ember.float64)).solution
+    assert x.shape == (2, 2, 1) and x.reshape(-1).tolist() == pytest.approx([1.0, 2.0] * 2)
+
+
+# ---- h. C++: round, norm ---------------------------------------------------------------------
+
+def test_round_decimals_of_complex_names_complex():
+    z = ember.tensor([1.5 + 0.5j])
+    with pytest.raises(NotImplementedError, match="round: not implemented for dtype complex64"):
+        ember.round(z, decimals=2)  # was "decimals is not supported for integer tensors"
+    with pytest.raises(NotImplementedError, match="not implemented for dtype complex64"):
+        ember.round(z)
+
+
+@pytest.mark.parametrize("dt", ["int32", "uint8", "int64"])
+def test_round_decimals_of_integers_is_not_implemented(dt):
+    x = ember.tensor([1, 2], dtype=getattr(ember, dt))
+    with pytest.raises(NotImplementedError, match="decimals is not supported for integer "
+                                                  f"tensors \\(dtype {dt}\\)"):
+        ember.round(x, decimals=1)  # a plain RuntimeError before; torch's NotImplementedError
+    assert ember.round(x).tolist() == [1, 2]
+    if torch is not None:
+        with pytest.raises(NotImplementedError):
+            torch.round(torch.tensor([1, 2], dtype=getattr(torch, dt)), decimals=1)
+
+
+def test_norm_fro_over_three_dims_is_refused():
+    x = ember.ones(2, 2, 2)
+    with pytest.raises(RuntimeError, match="p='fro' takes at most two dims"):
+        ember.norm(x, p="fro", dim=(0, 1, 2))  # was 2.8284 (the vector norm over all)
+    assert ember.norm(x, p="fro").item() == pytest.approx(8**0.5)
+    assert ember.norm(x, p="fro", dim=(1, 2)).tolist() == [2.0, 2.0]
+    assert x.norm("fro", dim=[0]).reshape(-1).tolist() == pytest.approx([2**0.5] * 4)
+    if torch is not None:
+        with pytest.raises(RuntimeError):
+            torch.norm(torch.ones(2, 2, 2), p="fro", dim=(0, 1, 2))
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_norm_nuc_of_low_precision_is_a_runtime_error(dt):
+    x = ember.ones(2, 2, dtype=getattr(ember, dt))
+    with pytest.raises(RuntimeError, match="p='nuc' does not support low precision dtypes") as e:
+        ember.norm(x, p="nuc")
+    assert not isinstance(e.value, NotImplementedError)  # the SVD's refusal leaked before
+    if torch is not None:
+        with pytest.raises(RuntimeError) as te:
+            torch.norm(torch.ones(2, 2, dtype=getattr(torch, dt)), p="nuc")
+        assert not isinstance(te.value, NotImplementedError)
