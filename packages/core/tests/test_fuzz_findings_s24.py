@@ -473,3 +473,78 @@ def test_norm_nuc_of_low_precision_is_a_runtime_error(dt):
         with pytest.raises(RuntimeError) as te:
             torch.norm(torch.ones(2, 2, dtype=getattr(torch, dt)), p="nuc")
         assert not isinstance(te.value, NotImplementedError)
+
+
+# ---- i. in-place ops written as self.copy_(f(self)) under autograd ------------------------------
+
+INPLACE_GRAD = {  # x = [0.5, 2.0] (float64); d(x * 1).op_(...) / dx
+    "polygamma_": (lambda t: t.polygamma_(1), [-16.828796644234316, -0.4041138063191886]),
+    "copysign_": (lambda t: t.copysign_(-1.0), [-1.0, -1.0]),
+    "float_power_": (lambda t: t.float_power_(2), [1.0, 4.0]),
+    "hypot_": (lambda t: t.hypot_(t.detach() + 1), [0.31622776601683794, 0.5547001962252291]),
+    "logit_": (lambda t: (t / 4).logit_(), [2.2857142857142856, 1.0]),
+    "i0_": (lambda t: t.i0_(), [0.2578943053908963, 1.5906368546373295]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INPLACE_GRAD))
+def test_python_inplace_ops_backward_through_a_non_leaf(name):
+    op, want = INPLACE_GRAD[name]
+    x = ember.tensor([0.5, 2.0], dtype=ember.float64, requires_grad=True)
+    y = op(x * 1)  # the forward saved self, which copy_ then overwrote:
+    (g,) = ember.autograd.grad(y.sum(), x)  # "modified by an inplace operation" before
+    assert g.tolist() == pytest.approx(want, rel=1e-9)
+    if torch is not None:
+        tx = torch.tensor([0.5, 2.0], dtype=torch.float64, requires_grad=True)
+        (tg,) = torch.autograd.grad(op(tx * 1).sum(), tx)
+        assert tg.tolist() == pytest.approx(want, rel=1e-9)
+
+
+def test_python_inplace_op_without_grad_still_writes_in_place():
+    t = ember.tensor([0.5, 2.0], dtype=ember.float64)
+    ptr = t.data_ptr()
+    assert t.polygamma_(1) is t and t.data_ptr() == ptr
+    # pi^2 / 2 and pi^2 / 6 - 1 to 4e-10: torch's trigamma series, bit for bit
+    assert t.tolist() == [4.934802202073678, 0.6449340670881899]
+
+
+# ---- j. sinc of half types, zeta at x = inf, meta inputs of the zeta family ---------------------
+
+@pytest.mark.parametrize("fn", ["special.sinc", "sinc"])
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_sinc_of_half_types_is_computed_in_float32(fn, dt):
+    x = ember.tensor([3.0, 1.0, 100.0, 0.0], dtype=getattr(ember, dt))
+    r = _get(ember, fn)(x)
+    assert r.dtype == x.dtype
+    # pi * 3 rounded to bfloat16 made sinc(3) -0.0013 (float16: 0.0003)
+    assert [abs(v) for v in r.tolist()[:3]] == pytest.approx([0.0, 0.0, 0.0], abs=1e-7)
+    assert r.tolist()[3] == 1.0
+    if torch is not None:
+        _same(lambda M: _get(M, fn)(M.tensor([3.0, 1.0, 2.5, 100.0, 0.0], dtype=getattr(M, dt))),
+              rtol=0)
+
+
+def test_zeta_at_infinite_x():
+    inf = float("inf")
+    r = ember.special.zeta(ember.tensor([inf, inf, inf], dtype=ember.float64),
+                           ember.tensor([1.0, 0.5, 0.25], dtype=ember.float64))
+    assert r.tolist() == [1.0, inf, inf]  # NaN before: inf / inf in the sum
+    if torch is not None:
+        _same(lambda M: M.special.zeta(M.tensor([inf, inf, 2.0], dtype=M.float64),
+                                       M.tensor([1.0, 0.5, 1.0], dtype=M.float64)))
+
+
+@pytest.mark.parametrize("call", [
+    lambda M: M.polygamma(3, M.ones(2, 3, device="meta")),
+    lambda M: M.polygamma(200, M.ones(2, 3, device="meta")),
+    lambda M: M.special.zeta(M.ones(2, 3, device="meta") * 2, 1.0),
+    lambda M: M.special.zeta(2.0, M.ones(2, 3, device="meta")),
+    lambda M: M.special.gammainc(M.ones(2, 1, device="meta"), M.ones(3, device="meta")),
+    lambda M: M.special.gammaincc(M.ones(2, 1, device="meta"), M.ones(3, device="meta")),
+])
+def test_zeta_family_on_meta_tensors(call):
+    r = call(ember)  # was: Tensor.item() cannot be called on meta tensors
+    assert r.device.type == "meta" and r.shape == (2, 3) and r.dtype == ember.float32
+    if torch is not None:
+        t = call(torch)
+        assert tuple(t.shape) == (2, 3) and t.dtype == torch.float32

@@ -627,6 +627,8 @@ def sinc(input: Tensor) -> Tensor:
     1.0
     """
     x = _float_of(input)
+    if x.dtype in (_C.float16, _C.bfloat16):  # in float32, as torch (pi * x rounds badly)
+        return sinc(x.float()).to(x.dtype)
     zero = x == 0
     px = _C.where(zero, _C.ones_like(x), x) * math.pi
     return _C.where(zero, _C.ones_like(x), px.sin() / px)
@@ -2077,9 +2079,16 @@ def _polygamma_method(self: Tensor, n: int) -> Tensor:
     return polygamma(n, self)
 
 
+def _saved_self(self: Tensor) -> Tensor:
+    """What an in-place op written as ``self.copy_(f(self))`` computes f of: a copy when self
+    records grad, since f's backward may save its input, which the copy_ then overwrites (the
+    backward raised "modified by an inplace operation"); as torch, which saves the original."""
+    return self.clone() if self.requires_grad and _C.is_grad_enabled() else self
+
+
 def _polygamma_(self: Tensor, n: int) -> Tensor:
     """In-place ``Tensor.polygamma_(n)``."""
-    out = polygamma(n, self)
+    out = polygamma(n, _saved_self(self))
     _check_inplace_cast("polygamma_", out, self)
     return self.copy_(out)
 
@@ -2171,8 +2180,9 @@ def _make_inplace(name: str) -> Any:
     fn = None if fn is None else guard(fn, name + "_")
 
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        out = fn(self, *args, **kwargs) if fn is not None else getattr(self, name)(*args,
-                                                                                    **kwargs)
+        src = _saved_self(self)
+        out = fn(src, *args, **kwargs) if fn is not None else getattr(src, name)(*args,
+                                                                                  **kwargs)
         _check_inplace_cast(name + "_", out, self)
         return self.copy_(out)
 

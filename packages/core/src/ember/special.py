@@ -183,6 +183,9 @@ def _gammainc_checked(name: str, input: Tensor, other: Tensor, upper: bool = Fal
     if not dt.is_floating_point:
         dt = ember.get_default_dtype()
     a, x = a.to(dt), x.to(dt)
+    if a.device.type == "meta":  # shapes only (the series' convergence test reads values)
+        a, x = ember.broadcast_tensors(a, x)
+        return (a + x) * 0
     p = _special.gammainc(a, x, upper)
     with ember.no_grad():
         ad, xd = a.detach(), x.detach()
@@ -364,6 +367,9 @@ def log_ndtr(input: Tensor) -> Tensor:
 def sinc(input: Tensor) -> Tensor:
     """The normalized sinc ``sin(pi x) / (pi x)``, 1 at 0."""
     x = _float(_tensor("sinc", input), "sinc")
+    half = x.dtype in (ember.float16, ember.bfloat16)
+    if half:  # pi * x rounded to 8 bits made sinc(3) -0.0013 in bfloat16: float32, as torch
+        return sinc(x.float()).to(x.dtype)
     zero = x == 0
     safe = ember.where(zero, ember.ones_like(x), x) * math.pi
     return ember.where(zero, ember.ones_like(x), safe.sin() / safe)
@@ -527,7 +533,8 @@ def _hurwitz_scaled(x: Tensor, q: Tensor, c: Tensor | None) -> Tensor:
     where (q + k)^-x alone would overflow or underflow (polygamma of a large order)."""
     # enough direct terms that every q + k passes 9 (bounded: huge negative q is NaN/inf
     # territory anyway for non-integer x)
-    qmin = float(q.detach().min()) if q.numel() else 0.0
+    # (a meta q has no values: the default term count gives the right shape)
+    qmin = float(q.detach().min()) if q.numel() and q.device.type != "meta" else 0.0
     extra = 0 if not math.isfinite(qmin) else int(min(max(0.0, math.ceil(9.0 - qmin)), 1e5))
     n = max(9, extra)
 
@@ -573,8 +580,12 @@ def zeta(input: Tensor | float, other: Tensor | float) -> Tensor:
     dtype = ember.result_type(input, other)
     if not dtype.is_floating_point:
         dtype = ember.get_default_dtype()
-    x = (input if isinstance(input, Tensor) else ember.tensor(float(input))).to(ember.float64)
-    q = (other if isinstance(other, Tensor) else ember.tensor(float(other))).to(ember.float64)
+    # a number goes to the tensor's device (a CPU scalar met a meta or CUDA tensor in pow)
+    dev = (input if isinstance(input, Tensor) else other).device
+    x = (input if isinstance(input, Tensor) else ember.tensor(float(input), device=dev)
+         ).to(ember.float64)
+    q = (other if isinstance(other, Tensor) else ember.tensor(float(other), device=dev)
+         ).to(ember.float64)
     x, q = ember.broadcast_tensors(x, q)
     total = _hurwitz_scaled(x, q, None)
     inf = ember.full_like(total, math.inf)
@@ -584,6 +595,10 @@ def zeta(input: Tensor | float, other: Tensor | float) -> Tensor:
     out = ember.where(x < 1.0, nan, out)
     out = ember.where((q <= 0) & q_int & (x >= 1.0), inf, out)
     out = ember.where((q < 0) & ~q_int & (x != ember.floor(x)), nan, out)
+    # x = +inf: only the k = 0 term survives when q = 1 (1), and it blows up for 0 < q < 1
+    # (the sum computed inf / inf = NaN), as torch's
+    out = ember.where((x == math.inf) & (q == 1.0), ember.ones_like(out), out)
+    out = ember.where((x == math.inf) & (q > 0) & (q < 1.0), inf, out)
     return out.to(dtype)
 
 
@@ -606,7 +621,7 @@ def _polygamma_value(n: int, x: Tensor) -> Tensor:
     finite = x64.isfinite()
     pole = (x64 <= 0) & (x64 == ember.floor(x64))
     redo = finite & ~pole & ~(r.isfinite() & (r.abs() >= 2.2250738585072014e-308))
-    if bool(redo.any()):
+    if x64.device.type != "meta" and bool(redo.any()):  # (meta: shapes only, no values)
         safe = ember._C.where(redo, x64, ember._C.full_like(x64, 1.0))
         c = ember._C.where(safe > 0, safe, (safe - ember.round(safe)).abs())
         z = _hurwitz_scaled(ember._C.full_like(safe, s), safe, c)
