@@ -548,3 +548,21 @@ def test_zeta_family_on_meta_tensors(call):
     if torch is not None:
         t = call(torch)
         assert tuple(t.shape) == (2, 3) and t.dtype == torch.float32
+
+
+@pytest.mark.parametrize("call", [
+    lambda M, **kw: M.special.round(M.tensor([0.25, 0.75], dtype=M.float64), **kw),
+    lambda M, **kw: M.heaviside(M.tensor([-1.0, 0.0, 2.0], dtype=M.float64),
+                                M.tensor([0.5], dtype=M.float64), **kw),
+    lambda M, **kw: M.fft.fftfreq(4, dtype=M.float64, **kw),
+])
+def test_out_of_dtype_keeping_functions_needs_the_exact_dtype(call):
+    want = call(ember)
+    o = ember.empty(0, dtype=ember.float64)
+    assert call(ember, out=o) is o and o.tolist() == want.tolist()
+    with pytest.raises(RuntimeError, match="to have dtype float64, but got float32"):
+        call(ember, out=ember.zeros(0))  # special.round(float64, out=float32) was taken
+    if torch is not None:
+        with pytest.raises(RuntimeError):
+            call(torch, out=torch.zeros(0))
+        _same(lambda M: call(M, out=M.empty(0, dtype=M.float64)), rtol=0)

@@ -2136,11 +2136,11 @@ _FUNCTIONS = {
 
 # out= as PyTorch's: a dtype the result casts to, or (the composites) exactly the result's dtype
 _outarg.accept_out_names(_FUNCTIONS, (
-    "deg2rad", "rad2deg", "i0", "sinc", "copysign", "fmax", "fmin", "gcd", "lcm", "heaviside",
-    "hypot", "ldexp", "logaddexp", "logaddexp2", "mvlgamma"))
+    "deg2rad", "rad2deg", "i0", "sinc", "copysign", "fmax", "fmin", "gcd", "lcm", "hypot",
+    "ldexp", "logaddexp", "logaddexp2", "mvlgamma"))
 _outarg.accept_out_names(_FUNCTIONS, (
-    "isneginf", "isposinf", "signbit", "float_power", "diag", "quantile", "nanquantile",
-    "renorm", "narrow_copy", "logcumsumexp", "cross"), exact=True)
+    "isneginf", "isposinf", "signbit", "float_power", "heaviside", "diag", "quantile",
+    "nanquantile", "renorm", "narrow_copy", "logcumsumexp", "cross"), exact=True)
 
 # Tensor methods PyTorch has for these (the function with the tensor first)
 _METHODS = (

@@ -76,8 +76,9 @@ def accept_out(fn: Callable[..., Any], name: str | None = None, *, exact: bool =
                 kwargs["dtype"] = out.dtype
             if kwargs.get("device") is None:
                 kwargs["device"] = out.device
+        # (a factory's explicit dtype= must be out's: its result is made in that dtype)
         return write_out(label, out, lambda: fn(*args, **kwargs), (*args, *kwargs.values()),
-                         exact)
+                         exact or factory)
 
     params = list(sig.parameters.values())
     at = next((i for i, p in enumerate(params) if p.kind == p.VAR_KEYWORD), len(params))

@@ -849,8 +849,9 @@ from ember import _outarg  # noqa: E402
 _outarg.accept_out_names(globals(), (
     "expit", "logit", "erf", "erfc", "erfcx", "erfinv", "gammaln", "lgamma", "digamma", "psi",
     "gammainc", "gammaincc", "xlogy", "xlog1py", "entr", "ndtr", "ndtri", "log_ndtr", "sinc",
-    "exp2", "expm1", "log1p", "logsumexp", "round", "i0", "i0e", "i1", "i1e", "multigammaln",
-    "zeta", "polygamma"))
+    "exp2", "expm1", "log1p", "logsumexp", "i0", "i0e", "i1", "i1e", "multigammaln", "zeta",
+    "polygamma"))
+_outarg.accept_out_names(globals(), ("round",), exact=True)  # keeps its dtype, as ember.round
 
 # Functions of this module take part in __torch_function__ (ember.overrides), as torch.special's.
 from ember import _argcheck  # noqa: E402
