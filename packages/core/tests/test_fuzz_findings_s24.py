@@ -566,3 +566,90 @@ def test_out_of_dtype_keeping_functions_needs_the_exact_dtype(call):
         with pytest.raises(RuntimeError):
             call(torch, out=torch.zeros(0))
         _same(lambda M: call(M, out=M.empty(0, dtype=M.float64)), rtol=0)
+
+
+# ---- k. chain_matmul, cross, tril/triu_indices, scalar_tensor --------------------------------
+
+@pytest.mark.parametrize("mats", [[(2, 2, 2)], [(2,)], [(2,), (2, 2)], [(2, 2), (2,)],
+                                  [(2, 2, 2), (2, 2, 2)]])
+def test_chain_matmul_takes_matrices_only(mats):
+    with pytest.raises(RuntimeError, match="expected 2 instead"):
+        ember.chain_matmul(*[ember.ones(*s) for s in mats])  # (2, 2, 2) was returned, copied
+    if torch is not None:
+        with pytest.raises(RuntimeError):
+            torch.chain_matmul(*[torch.ones(*s) for s in mats])
+
+
+def test_chain_matmul_of_matrices_still_multiplies():
+    a = ember.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert ember.chain_matmul(a, a, a).tolist() == [[37.0, 54.0], [81.0, 118.0]]
+    assert ember.chain_matmul(a).tolist() == a.tolist()
+    with pytest.raises(RuntimeError, match="Expected one or more matrices"):
+        ember.chain_matmul()
+
+
+@pytest.mark.parametrize("fn", ["cross", "linalg.cross"])
+@pytest.mark.parametrize("a_dt, b_dt", [("complex64", "int64"), ("float32", "float64"),
+                                        ("int32", "int64")])
+def test_cross_refuses_two_dtypes(fn, a_dt, b_dt):
+    kw = {"dim": 0} if fn == "cross" else {}
+    with pytest.raises(RuntimeError, match="expected input and other to have the same dtype"):
+        _get(ember, fn)(ember.ones(3, dtype=getattr(ember, a_dt)),
+                        ember.ones(3, dtype=getattr(ember, b_dt)), **kw)  # was promoted
+    if torch is not None:
+        with pytest.raises(RuntimeError):
+            _get(torch, fn)(torch.ones(3, dtype=getattr(torch, a_dt)),
+                            torch.ones(3, dtype=getattr(torch, b_dt)), **kw)
+
+
+def test_cross_of_bool_is_not_implemented():
+    with pytest.raises(NotImplementedError, match="linalg.cross: not implemented for dtype "
+                                                  "bool"):
+        ember.linalg.cross(ember.ones(3, dtype=ember.bool), ember.ones(3, dtype=ember.bool))
+    r = ember.linalg.cross(ember.tensor([1, 0, 0]), ember.tensor([0, 1, 0]))
+    assert r.tolist() == [0, 0, 1] and r.dtype == ember.int64
+
+
+@pytest.mark.parametrize("fn", ["tril_indices", "triu_indices"])
+@pytest.mark.parametrize("dt", ["float32", "float64", "int16", "int8", "uint8", "bool"])
+def test_tri_indices_take_int32_or_int64_only(fn, dt):
+    with pytest.raises(NotImplementedError, match=f"{fn}: not implemented for dtype "
+                                                  f"ember.{dt}"):
+        getattr(ember, fn)(3, 3, dtype=getattr(ember, dt))  # bool gave [[0, 1, 1, 1, ...]]
+    if torch is not None:
+        with pytest.raises(NotImplementedError):
+            getattr(torch, fn)(3, 3, dtype=getattr(torch, dt))
+
+
+def test_tri_indices_int32_and_overflow():
+    r = ember.tril_indices(3, 3, dtype=ember.int32)
+    assert r.dtype == ember.int32 and r.tolist() == [[0, 1, 1, 2, 2, 2], [0, 0, 1, 0, 1, 2]]
+    assert ember.triu_indices(2, 3, 1).tolist() == [[0, 0, 1], [1, 2, 2]]
+    for args in [(2**64, 0), (0, 2**64), (3, 3, 2**63), (3, 3, -2**63 - 1)]:
+        with pytest.raises(ValueError, match="Overflow when unpacking long long"):
+            ember.tril_indices(*args)  # (2**64, 0) gave an empty result
+        with pytest.raises(ValueError, match="Overflow when unpacking long long"):
+            ember.triu_indices(*args)
+        if torch is not None:
+            with pytest.raises(ValueError):
+                torch.tril_indices(*args)
+
+
+def test_scalar_tensor_takes_a_number():
+    with pytest.raises(TypeError, match="argument 's' must be Number, not list"):
+        ember.scalar_tensor([4, 4])  # was a (2,) tensor
+    with pytest.raises(OverflowError, match="does not fit in int64"):
+        ember.scalar_tensor(2**64)  # was 1.8446744073709552e19
+    assert ember.scalar_tensor(ember.tensor(4)).tolist() == 4.0  # a 0-dim tensor
+    with pytest.raises(TypeError, match="must be Number, not Tensor"):
+        ember.scalar_tensor(ember.tensor([4]))
+    r = ember.scalar_tensor(3, dtype=ember.float64)
+    assert r.shape == () and r.dtype == ember.float64 and r.item() == 3.0
+    if torch is not None:
+        with pytest.raises(TypeError):
+            torch.scalar_tensor([4, 4])
+        with pytest.raises(OverflowError):
+            torch.scalar_tensor(2**64)
+        assert torch.scalar_tensor(torch.tensor(4)).item() == 4.0
+        with pytest.raises(TypeError):
+            torch.scalar_tensor(torch.tensor([4]))

@@ -168,6 +168,12 @@ def _tri_indices(op: str, row: int, col: int, offset: int, dtype: Any, device: A
     for name, v in (("row", row), ("col", col), ("offset", offset)):
         if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError(f"{op}(): argument '{name}' must be int, not {type(v).__name__}")
+        if not -2**63 <= v < 2**63:  # (row = 2**64 gave an empty result)
+            raise ValueError(f"{op}(): argument '{name}' must fit in int64, got {v} (Overflow "
+                             "when unpacking long long)")
+    if dtype not in (_C.int64, _C.int32):  # as torch's kernel (bool gave [0, 1, 1, 1, ...])
+        raise _C.DtypeNotImplementedError(f"{op}: not implemented for dtype {dtype} (int64 or "
+                                          "int32 indices only)")
     if row < 0 or col < 0:
         raise RuntimeError(f"{op}: row and col must be non-negative, got row={row}, col={col}")
     # Entries per row r: lower keeps columns [0, clamp(r + offset + 1, 0, col)); upper keeps
@@ -950,6 +956,14 @@ def scalar_tensor(s: float, *, dtype: Any = None, device: Any = None, layout: An
     >>> ember.scalar_tensor(3).tolist()
     3.0
     """
+    if isinstance(s, Tensor) and s.ndim == 0:  # a 0-dim tensor is a number, as torch's
+        s = s.item()
+    if isinstance(s, Tensor) or not isinstance(s, (bool, int, float, complex)) and not hasattr(s, "__float__"):
+        # (a list made a 1-D tensor)
+        raise TypeError(f"scalar_tensor(): argument 's' must be Number, not {type(s).__name__}")
+    if isinstance(s, int) and not -2**63 <= s < 2**63:
+        raise OverflowError(f"scalar_tensor(): value {s} does not fit in int64 (int too big to "
+                            "convert)")
     t = _C.tensor(s, dtype=dtype or _C.get_default_dtype(), device=device)
     return t.requires_grad_() if requires_grad else t
 
@@ -1014,6 +1028,13 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     if input.shape[dim] != 3 or other.shape[dim] != 3:
         raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
                            f"{input.shape[dim]} and {other.shape[dim]}")
+    # no promotion, as torch's kernel (complex64 x int64 gave complex64, float32 x float64
+    # float64); bool has no kernel (the products' subtraction refused it, naming sub)
+    if input.dtype != other.dtype:
+        raise RuntimeError(f"linalg.cross: expected input and other to have the same dtype, got "
+                           f"{input.dtype} and {other.dtype}")
+    if input.dtype == _C.bool:
+        raise _C.DtypeNotImplementedError("linalg.cross: not implemented for dtype bool")
     shape = tuple(broadcast_shapes(_shape(input), _shape(other)))
     a, b = input.expand(tuple(shape)), other.expand(tuple(shape))
     a0, a1, a2 = a.unbind(dim)
@@ -1718,6 +1739,12 @@ def chain_matmul(*matrices: Tensor, out: Tensor | None = None) -> Tensor:
     """
     from ember import linalg
 
+    if not matrices:
+        raise RuntimeError("chain_matmul(): Expected one or more matrices")
+    for m in matrices:  # matrices only: multi_dot's 1-D ends (and one 3-D tensor) were taken
+        if isinstance(m, Tensor) and m.ndim != 2:
+            raise RuntimeError(f"chain_matmul(): Tensor dimension is {m.ndim}, expected 2 "
+                               f"instead (shape {_shape(m)})")
     if len(matrices) == 1:  # a copy, or out= resized and filled (cast to any dtype, as torch)
         if out is None:
             return matrices[0].clone()
