@@ -653,3 +653,65 @@ def test_scalar_tensor_takes_a_number():
         assert torch.scalar_tensor(torch.tensor(4)).item() == 4.0
         with pytest.raises(TypeError):
             torch.scalar_tensor(torch.tensor([4]))
+
+
+# ---- l. linalg's out= under autograd, vecdot dtypes ---------------------------------------------
+
+LINALG_OUT = {  # x: a 2 x 2 float32 matrix requiring grad
+    "linalg.inv": lambda M, x, **kw: M.linalg.inv(x, **kw),
+    "linalg.det": lambda M, x, **kw: M.linalg.det(x, **kw),
+    "linalg.vector_norm": lambda M, x, **kw: M.linalg.vector_norm(x, **kw),
+    "linalg.svdvals": lambda M, x, **kw: M.linalg.svdvals(x, **kw),
+    "linalg.matrix_power": lambda M, x, **kw: M.linalg.matrix_power(x, 2, **kw),
+    "linalg.eigvalsh": lambda M, x, **kw: M.linalg.eigvalsh(x, **kw),
+    "linalg.multi_dot": lambda M, x, **kw: M.linalg.multi_dot([x, x], **kw),
+    "nextafter": lambda M, x, **kw: M.nextafter(x, x.detach() + 1, **kw),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LINALG_OUT))
+def test_linalg_out_is_not_differentiable(name):
+    call = LINALG_OUT[name]
+    x = ember.tensor([[2.0, 1.0], [1.0, 3.0]], requires_grad=True)
+    o = ember.empty(0)
+    with pytest.raises(RuntimeError, match="functions with out=... arguments don't support "
+                                           "automatic differentiation"):
+        call(ember, x, out=o)  # was written, o recording the graph (requires_grad True)
+    assert not o.requires_grad
+    with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+        call(ember, x.detach(), out=ember.empty(0, requires_grad=True))
+    with ember.no_grad():
+        r = call(ember, x, out=o)
+    assert r is o and not o.requires_grad
+    assert o.reshape(-1).tolist() == pytest.approx(
+        call(ember, x.detach()).reshape(-1).tolist(), rel=1e-5)
+    if torch is not None:
+        tx = torch.tensor([[2.0, 1.0], [1.0, 3.0]], requires_grad=True)
+        with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+            call(torch, tx, out=torch.empty(0))
+
+
+def test_linalg_tuple_out_is_not_differentiable_and_writes_nothing():
+    x = (ember.eye(2) * 2).requires_grad_()
+    s, la = ember.zeros(()), ember.zeros(())
+    with pytest.raises(RuntimeError, match="linalg.slogdet\\(\\): functions with out="):
+        ember.linalg.slogdet(x, out=(s, la))
+    assert s.item() == 0.0 and la.item() == 0.0  # the sign was written before the refusal
+    with ember.no_grad():
+        ember.linalg.slogdet(x, out=(s, la))
+    assert s.item() == 1.0 and la.item() == pytest.approx(1.3862943611198906)
+
+
+@pytest.mark.parametrize("a_dt, b_dt", [("float16", "complex128"), ("float32", "float64"),
+                                        ("int64", "float32")])
+def test_vecdot_refuses_two_dtypes(a_dt, b_dt):
+    a, b = ember.ones(2, 3, dtype=getattr(ember, a_dt)), ember.ones(3, dtype=getattr(ember, b_dt))
+    with pytest.raises(RuntimeError, match="linalg.vecdot: Expected x and y to have the same "
+                                           "dtype"):
+        ember.linalg.vecdot(a, b)  # was promoted
+    if torch is not None:
+        with pytest.raises(RuntimeError):
+            torch.linalg.vecdot(torch.ones(2, 3, dtype=getattr(torch, a_dt)),
+                                torch.ones(3, dtype=getattr(torch, b_dt)))
+    r = ember.linalg.vecdot(ember.tensor([1 + 1j, 2]), ember.tensor([1 + 1j, 1]))
+    assert r.tolist() == 4 + 0j  # x conjugated: (1 - 1j)(1 + 1j) + 2

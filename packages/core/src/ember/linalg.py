@@ -263,6 +263,11 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
     >>> ember.linalg.vecdot(ember.tensor([1.0, 2.0]), ember.tensor([3.0, 4.0])).item()
     11.0
     """
+    if isinstance(x, Tensor) and isinstance(y, Tensor) and x.dtype != y.dtype:
+        # (no promotion, as torch: float16 x complex128 gave a complex128 result)
+        raise RuntimeError(f"linalg.vecdot: Expected x and y to have the same dtype, but found x "
+                           f"of type {_dtype_name(x.dtype)} and y of type {_dtype_name(y.dtype)} "
+                           f"instead")
     return ((x.conj() if x.is_complex() else x) * y).sum(dim)  # conjugates x, as torch
 
 
@@ -465,6 +470,12 @@ def _rt(name: str, fields: Sequence[str], values: Sequence[Any], out: Any = None
     after ``values`` are copied into them (see :func:`_out`)."""
     if out is not None:
         op = name.replace("linalg_", "linalg.")
+        if _C.is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad
+                                        for t in (*values, *out)):
+            # (checked for all first: a sign written into out[0] before logabsdet's refusal)
+            raise RuntimeError(f"{op}(): functions with out=... arguments don't support "
+                               "automatic differentiation, but one of the arguments requires "
+                               "grad.")
         values = [_out(v, o, op) for v, o in zip(values, out)]
     cls = _RETURN_TYPES.get(name)
     if cls is None:
@@ -529,6 +540,11 @@ def _out(r: Tensor, out: Tensor | None, op: str, exact: bool = True) -> Tensor:
     checks; a resize to r's shape, which warns when ``out`` had elements). As torch, ``out``
     must have r's dtype, except for the composites (``exact=False``: any dtype r casts to)."""
     if out is not None:
+        # out= is not differentiable: r requires grad when an input does (it was recorded)
+        if _C.is_grad_enabled() and (r.requires_grad or out.requires_grad):
+            raise RuntimeError(f"{op}(): functions with out=... arguments don't support "
+                               "automatic differentiation, but one of the arguments requires "
+                               "grad.")
         _C._prepare_out(out, r, op, exact)
         out.copy_(r)
         return out
