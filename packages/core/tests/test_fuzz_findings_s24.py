@@ -715,3 +715,17 @@ def test_vecdot_refuses_two_dtypes(a_dt, b_dt):
                                 torch.ones(3, dtype=getattr(torch, b_dt)))
     r = ember.linalg.vecdot(ember.tensor([1 + 1j, 2]), ember.tensor([1 + 1j, 1]))
     assert r.tolist() == 4 + 0j  # x conjugated: (1 - 1j)(1 + 1j) + 2
+
+
+def test_normalize_out_is_not_differentiable():
+    x = ember.tensor([[3.0, 4.0]], requires_grad=True)
+    o = ember.empty(0)
+    with pytest.raises(RuntimeError, match="normalize\\(\\): functions with out="):
+        F.normalize(x, dim=1, out=o)  # o recorded the graph
+    with ember.no_grad():
+        assert F.normalize(x, dim=1, out=o) is o
+    assert o.tolist() == [[0.6000000238418579, 0.800000011920929]] and not o.requires_grad
+    if torch is not None:
+        with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+            torch.nn.functional.normalize(torch.tensor([[3.0, 4.0]], requires_grad=True), dim=1,
+                                          out=torch.empty(0))
