@@ -729,3 +729,19 @@ def test_normalize_out_is_not_differentiable():
         with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
             torch.nn.functional.normalize(torch.tensor([[3.0, 4.0]], requires_grad=True), dim=1,
                                           out=torch.empty(0))
+
+
+@pytest.mark.parametrize("call", [
+    lambda M: M.nextafter(M.ones(2), M.zeros(2), out="abc"),
+    lambda M: M.linalg.inv(M.eye(2), out="abc"),
+    lambda M: M.linalg.slogdet(M.eye(2), out=("a", "b")),
+    lambda M: M.nn.functional.normalize(M.ones(2, 2), out="abc"),
+    lambda M: M.special.erf(M.ones(2), out="abc"),
+    lambda M: M.fft.fftfreq(4, out=[0.0]),
+])
+def test_out_that_is_not_a_tensor_is_a_type_error(call):
+    with pytest.raises(TypeError, match="argument 'out' must be Tensor, not "):
+        call(ember)  # (nextafter: AttributeError 'str' object has no attribute 'requires_grad')
+    if torch is not None:
+        with pytest.raises(TypeError):
+            call(torch)

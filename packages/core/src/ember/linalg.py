@@ -540,6 +540,8 @@ def _out(r: Tensor, out: Tensor | None, op: str, exact: bool = True) -> Tensor:
     checks; a resize to r's shape, which warns when ``out`` had elements). As torch, ``out``
     must have r's dtype, except for the composites (``exact=False``: any dtype r casts to)."""
     if out is not None:
+        if not isinstance(out, Tensor):
+            raise TypeError(f"{op}(): argument 'out' must be Tensor, not {type(out).__name__}")
         # out= is not differentiable: r requires grad when an input does (it was recorded)
         if _C.is_grad_enabled() and (r.requires_grad or out.requires_grad):
             raise RuntimeError(f"{op}(): functions with out=... arguments don't support "

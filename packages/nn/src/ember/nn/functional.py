@@ -679,6 +679,9 @@ def normalize(
     denom = input.norm(_float_number(p), dims, True).clamp(min=_float_number(eps)).expand_as(input)
     res = input / denom
     if out is not None:
+        if not isinstance(out, Tensor):
+            raise TypeError(f"normalize(): argument 'out' must be Tensor, not "
+                            f"{type(out).__name__}")
         if ember.is_grad_enabled() and (res.requires_grad or out.requires_grad):
             # out= is not differentiable (torch's refusal comes from its div(out=))
             raise RuntimeError("normalize(): functions with out=... arguments don't support "
