@@ -13,7 +13,7 @@ import math
 import numbers
 from typing import Any, Sequence
 
-from ember import _C, _outarg
+from ember import _C
 from ember._C import Tensor
 from ember.autograd.function import Function as _Function
 
@@ -2162,6 +2162,8 @@ _FUNCTIONS = {
 }
 
 # out= as PyTorch's: a dtype the result casts to, or (the composites) exactly the result's dtype
+from ember import _outarg  # noqa: E402  (also _write_out's, at call time)
+
 _outarg.accept_out_names(_FUNCTIONS, (
     "deg2rad", "rad2deg", "i0", "sinc", "copysign", "fmax", "fmin", "gcd", "lcm", "hypot",
     "ldexp", "logaddexp", "logaddexp2", "mvlgamma"))
