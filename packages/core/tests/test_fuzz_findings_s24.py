@@ -638,8 +638,10 @@ def test_tri_indices_int32_and_overflow():
 def test_scalar_tensor_takes_a_number():
     with pytest.raises(TypeError, match="argument 's' must be Number, not list"):
         ember.scalar_tensor([4, 4])  # was a (2,) tensor
-    with pytest.raises(OverflowError, match="does not fit in int64"):
+    with pytest.raises(OverflowError, match="fits neither int64 nor uint64"):
         ember.scalar_tensor(2**64)  # was 1.8446744073709552e19
+    assert ember.scalar_tensor(2**64 - 1).item() == 1.8446744073709552e19  # uint64's range
+    assert ember.scalar_tensor(-2**63).item() == -9.223372036854775808e18
     assert ember.scalar_tensor(ember.tensor(4)).tolist() == 4.0  # a 0-dim tensor
     with pytest.raises(TypeError, match="must be Number, not Tensor"):
         ember.scalar_tensor(ember.tensor([4]))

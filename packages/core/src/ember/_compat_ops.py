@@ -961,9 +961,9 @@ def scalar_tensor(s: float, *, dtype: Any = None, device: Any = None, layout: An
     if isinstance(s, Tensor) or not isinstance(s, (bool, int, float, complex)) and not hasattr(s, "__float__"):
         # (a list made a 1-D tensor)
         raise TypeError(f"scalar_tensor(): argument 's' must be Number, not {type(s).__name__}")
-    if isinstance(s, int) and not -2**63 <= s < 2**63:
-        raise OverflowError(f"scalar_tensor(): value {s} does not fit in int64 (int too big to "
-                            "convert)")
+    if isinstance(s, int) and not -2**63 <= s < 2**64:  # (uint64 values are taken, as torch)
+        raise OverflowError(f"scalar_tensor(): value {s} fits neither int64 nor uint64 (int too "
+                            "big to convert)")
     t = _C.tensor(s, dtype=dtype or _C.get_default_dtype(), device=device)
     return t.requires_grad_() if requires_grad else t
 
