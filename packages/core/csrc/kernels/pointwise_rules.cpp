@@ -65,9 +65,12 @@ void check_pow_exponent(const Tensor& self, const TensorOrScalar& exponent) {
 }
 
 void check_round_decimals(ScalarType common, const Tensor& self, int64_t decimals) {
-  if (!is_floating(common)) {
-    EMBER_CHECK(decimals == 0, "round: decimals is not supported for integer tensors (dtype ",
-                dtype_name(self->dtype()), ")");
+  // (complex is left to the kernel's dtype refusal, which names it; it was called an integer)
+  if (!is_floating(common) && !is_complex(common)) {
+    // NotImplementedError (and still a RuntimeError), as PyTorch's missing integer kernel
+    EMBER_CHECK_KIND(decimals == 0, DtypeNotImplemented,
+                     "round: decimals is not supported for integer tensors (dtype ",
+                     dtype_name(self->dtype()), ")");
   }
 }
 

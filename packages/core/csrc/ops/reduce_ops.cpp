@@ -38,6 +38,10 @@ Tensor nuclear_norm(const Tensor& self, const std::optional<DimVector>& dim, boo
   EMBER_CHECK(is_floating(self->dtype()) || is_complex(self->dtype()),
               "norm(): p='nuc' expects a floating point or complex tensor, got dtype ",
               dtype_name(self->dtype()));
+  // a RuntimeError as PyTorch's matrix_norm (the SVD's NotImplementedError was reported)
+  EMBER_CHECK(self->dtype() != ScalarType::Float16 && self->dtype() != ScalarType::BFloat16,
+              "norm(): p='nuc' does not support low precision dtypes, got ",
+              dtype_name(self->dtype()), " (the SVD runs in float32 or float64)");
   const int64_t nd = self->dim();
   DimVector d;
   if (dim) {
@@ -67,7 +71,14 @@ Tensor nuclear_norm(const Tensor& self, const std::optional<DimVector>& dim, boo
 
 Tensor norm(const Tensor& self, const std::string& p, const std::optional<DimVector>& dim,
             bool keepdim, std::optional<ScalarType> dtype) {
-  if (p == "fro") return ops::norm(self, std::optional<Scalar>(Scalar(2.0)), dim, keepdim, dtype);
+  if (p == "fro") {
+    // a vector norm over one or two dims (or all, dim=None): more dims make PyTorch's matrix
+    // norm refuse them, where the vector norm over all of them was returned
+    EMBER_CHECK(!dim || dim->size() <= 2, "norm(): p='fro' takes at most two dims (a vector or a ",
+                "matrix norm), got ", dim ? dim->size() : 0, " dims for an input of shape ",
+                self->sizes());
+    return ops::norm(self, std::optional<Scalar>(Scalar(2.0)), dim, keepdim, dtype);
+  }
   if (p == "nuc") return nuclear_norm(self, dim, keepdim, dtype);
   EMBER_FAIL(Runtime, "norm(): Order ", p, " not supported (expected a number, 'fro' or 'nuc')");
 }

@@ -169,6 +169,12 @@ def _tri_indices(op: str, row: int, col: int, offset: int, dtype: Any, device: A
     for name, v in (("row", row), ("col", col), ("offset", offset)):
         if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError(f"{op}(): argument '{name}' must be int, not {type(v).__name__}")
+        if not -2**63 <= v < 2**63:  # (row = 2**64 gave an empty result)
+            raise ValueError(f"{op}(): argument '{name}' must fit in int64, got {v} (Overflow "
+                             "when unpacking long long)")
+    if dtype not in (_C.int64, _C.int32):  # as torch's kernel (bool gave [0, 1, 1, 1, ...])
+        raise _C.DtypeNotImplementedError(f"{op}: not implemented for dtype {dtype} (int64 or "
+                                          "int32 indices only)")
     if row < 0 or col < 0:
         raise RuntimeError(f"{op}: row and col must be non-negative, got row={row}, col={col}")
     # Entries per row r: lower keeps columns [0, clamp(r + offset + 1, 0, col)); upper keeps
@@ -628,6 +634,8 @@ def sinc(input: Tensor) -> Tensor:
     1.0
     """
     x = _float_of(input)
+    if x.dtype in (_C.float16, _C.bfloat16):  # in float32, as torch (pi * x rounds badly)
+        return sinc(x.float()).to(x.dtype)
     zero = x == 0
     px = _C.where(zero, _C.ones_like(x), x) * math.pi
     return _C.where(zero, _C.ones_like(x), px.sin() / px)
@@ -949,6 +957,14 @@ def scalar_tensor(s: float, *, dtype: Any = None, device: Any = None, layout: An
     >>> ember.scalar_tensor(3).tolist()
     3.0
     """
+    if isinstance(s, Tensor) and s.ndim == 0:  # a 0-dim tensor is a number, as torch's
+        s = s.item()
+    if isinstance(s, Tensor) or not isinstance(s, (bool, int, float, complex)) and not hasattr(s, "__float__"):
+        # (a list made a 1-D tensor)
+        raise TypeError(f"scalar_tensor(): argument 's' must be Number, not {type(s).__name__}")
+    if isinstance(s, int) and not -2**63 <= s < 2**64:  # (uint64 values are taken, as torch)
+        raise OverflowError(f"scalar_tensor(): value {s} fits neither int64 nor uint64 (int too "
+                            "big to convert)")
     t = _C.tensor(s, dtype=dtype or _C.get_default_dtype(), device=device)
     return t.requires_grad_() if requires_grad else t
 
@@ -1013,6 +1029,13 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     if input.shape[dim] != 3 or other.shape[dim] != 3:
         raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
                            f"{input.shape[dim]} and {other.shape[dim]}")
+    # no promotion, as torch's kernel (complex64 x int64 gave complex64, float32 x float64
+    # float64); bool has no kernel (the products' subtraction refused it, naming sub)
+    if input.dtype != other.dtype:
+        raise RuntimeError(f"linalg.cross: expected input and other to have the same dtype, got "
+                           f"{input.dtype} and {other.dtype}")
+    if input.dtype == _C.bool:
+        raise _C.DtypeNotImplementedError("linalg.cross: not implemented for dtype bool")
     shape = tuple(broadcast_shapes(_shape(input), _shape(other)))
     a, b = input.expand(tuple(shape)), other.expand(tuple(shape))
     a0, a1, a2 = a.unbind(dim)
@@ -1717,6 +1740,12 @@ def chain_matmul(*matrices: Tensor, out: Tensor | None = None) -> Tensor:
     """
     from ember import linalg
 
+    if not matrices:
+        raise RuntimeError("chain_matmul(): Expected one or more matrices")
+    for m in matrices:  # matrices only: multi_dot's 1-D ends (and one 3-D tensor) were taken
+        if isinstance(m, Tensor) and m.ndim != 2:
+            raise RuntimeError(f"chain_matmul(): Tensor dimension is {m.ndim}, expected 2 "
+                               f"instead (shape {_shape(m)})")
     if len(matrices) == 1:  # a copy, or out= resized and filled (cast to any dtype, as torch)
         if out is None:
             return matrices[0].clone()
@@ -2110,10 +2139,8 @@ def _write_out(result: Tensor, out: Any, op: str) -> Tensor:
     resize to result's shape, which warns when ``out`` had elements), as torch's."""
     if out is None:
         return result
-    if not isinstance(out, Tensor):
-        raise TypeError(f"{op}(): argument 'out' must be Tensor, not {type(out).__name__}")
-    _C._prepare_out(out, result, op, False)  # any dtype the result casts to, as torch's
-    return out.copy_(result)
+    # (the result requires grad when an input does: out= is not differentiable)
+    return _outarg.write_out(op, out, lambda: result, (result,))
 
 
 def polygamma(n: int, input: Tensor, *, out: Any = None) -> Tensor:
@@ -2150,9 +2177,16 @@ def _polygamma_method(self: Tensor, n: int) -> Tensor:
     return polygamma(n, self)
 
 
+def _saved_self(self: Tensor) -> Tensor:
+    """What an in-place op written as ``self.copy_(f(self))`` computes f of: a copy when self
+    records grad, since f's backward may save its input, which the copy_ then overwrites (the
+    backward raised "modified by an inplace operation"); as torch, which saves the original."""
+    return self.clone() if self.requires_grad and _C.is_grad_enabled() else self
+
+
 def _polygamma_(self: Tensor, n: int) -> Tensor:
     """In-place ``Tensor.polygamma_(n)``."""
-    out = polygamma(n, self)
+    out = polygamma(n, _saved_self(self))
     _check_inplace_cast("polygamma_", out, self)
     return self.copy_(out)
 
@@ -2198,6 +2232,16 @@ _FUNCTIONS = {
     "narrow_copy": narrow_copy, "dsplit": dsplit,
 }
 
+# out= as PyTorch's: a dtype the result casts to, or (the composites) exactly the result's dtype
+from ember import _outarg  # noqa: E402  (also _write_out's, at call time)
+
+_outarg.accept_out_names(_FUNCTIONS, (
+    "deg2rad", "rad2deg", "i0", "sinc", "copysign", "fmax", "fmin", "gcd", "lcm", "hypot",
+    "ldexp", "logaddexp", "logaddexp2", "mvlgamma"))
+_outarg.accept_out_names(_FUNCTIONS, (
+    "isneginf", "isposinf", "signbit", "float_power", "heaviside", "diag", "quantile",
+    "nanquantile", "renorm", "narrow_copy", "logcumsumexp", "cross"), exact=True)
+
 # Tensor methods PyTorch has for these (the function with the tensor first)
 _METHODS = (
     "index_reduce", "histogram", "nonzero_static", "unsafe_chunk", "unsafe_split", "igamma",
@@ -2236,8 +2280,9 @@ def _make_inplace(name: str) -> Any:
     fn = None if fn is None else guard(fn, name + "_")
 
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        out = fn(self, *args, **kwargs) if fn is not None else getattr(self, name)(*args,
-                                                                                    **kwargs)
+        src = _saved_self(self)
+        out = fn(src, *args, **kwargs) if fn is not None else getattr(src, name)(*args,
+                                                                                  **kwargs)
         _check_inplace_cast(name + "_", out, self)
         return self.copy_(out)
 

@@ -78,6 +78,14 @@ def nextafter(input: Tensor, other: Tensor | float, *, out: Tensor | None = None
     r = _C.where(x == y, y, r)
     r = _C.where(_C.isnan(x) | _C.isnan(y), x + y, r)
     if out is not None:
+        if not isinstance(out, Tensor):
+            raise TypeError(f"nextafter(): argument 'out' must be Tensor, not "
+                            f"{type(out).__name__}")
+        if _C.is_grad_enabled() and (out.requires_grad or any(
+                isinstance(t, Tensor) and t.requires_grad for t in (input, other))):
+            raise RuntimeError("nextafter(): functions with out=... arguments don't support "
+                               "automatic differentiation, but one of the arguments requires "
+                               "grad.")
         _C._prepare_out(out, r, "nextafter", True)
         out.copy_(r)
         return out

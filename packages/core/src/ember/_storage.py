@@ -99,13 +99,23 @@ def _untyped_getitem(self: UntypedStorage, idx: Any) -> Any:
     return int(self._tensor()[_check_index(idx, n, "ember.UntypedStorage")].item())
 
 
+def _byte(value: Any, what: str) -> int:
+    """value (an int or a bool) as a byte, taken modulo 256 as PyTorch; anything else (a float,
+    a tensor) raises PyTorch's RuntimeError, an int beyond int64 its OverflowError (it was
+    wrapped silently too)."""
+    if isinstance(value, Tensor) or not hasattr(value, "__index__"):
+        raise RuntimeError(f"{what} expects int, but got {type(value).__name__}")
+    v = value.__index__()
+    if not -2**63 <= v < 2**63:
+        raise OverflowError(f"{what}: value {v} does not fit in int64 (a byte value is taken "
+                            "modulo 256 from an int64)")
+    return v & 0xFF
+
+
 def _untyped_setitem(self: UntypedStorage, idx: Any, value: Any) -> None:
-    """``s[i] = v`` / ``s[a:b] = v``: writes the byte ``v`` (an int, taken modulo 256 as
-    PyTorch) into the memory the tensors over this storage see."""
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"can't assign a {type(value).__name__} to a byte of an "
-                        "ember.UntypedStorage (expected an int)")
-    byte = value.__index__() & 0xFF
+    """``s[i] = v`` / ``s[a:b] = v``: writes the byte ``v`` (an int or a bool, taken modulo
+    256 as PyTorch) into the memory the tensors over this storage see."""
+    byte = _byte(value, "UntypedStorage.__setitem__")
     n = self.nbytes()
     if isinstance(idx, slice):
         a, b = _slice_bounds(idx, n)
@@ -125,8 +135,9 @@ def _untyped_iter(self: UntypedStorage) -> Any:
 
 
 def _untyped_fill_(self: UntypedStorage, value: Any) -> UntypedStorage:
-    """Sets every byte to ``value``; returns self."""
-    self._tensor().fill_(value)
+    """Sets every byte to ``value`` (an int or a bool, taken modulo 256 as PyTorch); returns
+    self."""
+    self._tensor().fill_(_byte(value, "UntypedStorage.fill_"))
     return self
 
 
@@ -371,7 +382,7 @@ def _untyped_init_wrapper(orig: Any) -> Any:
         # UntypedStorage(sequence of byte values): the bytes, as PyTorch
         if len(args) == 1 and not isinstance(args[0], (int, str, bytes)) and \
                 hasattr(args[0], "__len__") and not hasattr(args[0], "__index__"):
-            values = [int(v) & 0xFF for v in args[0]]
+            values = [_byte(v, "UntypedStorage(sequence)") for v in args[0]]
             orig(self, len(values), **kwargs)
             if values:
                 from ember import tensor, uint8

@@ -28,7 +28,7 @@ import numbers
 import sys
 from typing import Any
 
-from ember import _C
+from ember import _C, _outarg
 from ember._C import Tensor
 from ember._memory_format import _NamedConstant
 
@@ -288,6 +288,9 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None
     return x
 
 
+diff = _outarg.accept_out(diff)  # out= as torch.diff's
+
+
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
     """``log(p / (1 - p))``, with ``p`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given.
 
@@ -313,6 +316,9 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
     else:
         p = input.clamp(eps, 1.0 - eps)
     return (p / (1 - p)).log()
+
+
+logit = _outarg.accept_out(logit)  # out= as torch.logit's
 
 
 def clamp_min(input: Tensor, min: Any) -> Tensor:

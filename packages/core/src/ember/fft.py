@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ember import _C
+from ember import _C, _outarg
 from ember._C import Tensor
 
 __all__ = [
@@ -406,6 +406,12 @@ def ifftshift(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     """
     return _shift(input, dim, True, "ifftshift")
 
+
+# out= as torch.fft's (the frequency factories compute in out's dtype when dtype= is not given)
+_outarg.accept_out_names(globals(), (
+    "fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn",
+    "ifftn", "rfftn", "irfftn", "hfft2", "ihfft2", "hfftn", "ihfftn"))
+_outarg.accept_out_names(globals(), ("fftfreq", "rfftfreq"), factory=True)
 
 # Functions of this module take part in __torch_function__ (ember.overrides), as torch.fft's.
 from ember import _argcheck  # noqa: E402

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from ember import _C
+from ember import _C, _outarg
 from ember._C import Tensor
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "cross", "vecdot", "matmul", "diagonal",
@@ -161,6 +161,10 @@ def matrix_norm(A: Tensor, ord: str | float = "fro", dim: tuple[int, int] = (-2,
         raise RuntimeError(f"linalg.matrix_norm: Expected a floating point or complex tensor as "
                            f"input. Got {_dtype_name(A.dtype)}")
     if dtype is not None:
+        if A.is_complex() != dtype.is_complex:
+            want = "complex for complex" if A.is_complex() else "real for real"
+            raise RuntimeError(f"linalg.matrix_norm: dtype should be {want} inputs, but got "
+                               f"{_dtype_name(dtype)}")
         _check_no_narrowing("linalg.matrix_norm", A, dtype)
         A = A.to(dtype)
     if A.ndim < 2:
@@ -186,7 +190,10 @@ def matrix_norm(A: Tensor, ord: str | float = "fro", dim: tuple[int, int] = (-2,
         _check_matrix("linalg.matrix_norm", A)
         d0, d1 = sorted((d0, d1))
         s = svdvals(A.movedim((d0, d1), (-2, -1)))
-        r = s.sum(-1) if ord == "nuc" else (s.amax(-1) if ord == 2 else s.amin(-1))
+        if ord == 2 and s.shape[-1] == 0:  # an empty matrix: 0, as torch (amax has no identity)
+            r = s.sum(-1)
+        else:
+            r = s.sum(-1) if ord == "nuc" else (s.amax(-1) if ord == 2 else s.amin(-1))
         if keepdim:
             r = r.unsqueeze(d0).unsqueeze(d1)
     else:
@@ -220,6 +227,10 @@ def _norm(A: Tensor, ord: Any, dim: Any, keepdim: bool, dtype: Any, out: Tensor 
         if len(dim) not in (1, 2):
             raise RuntimeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. "
                                f"Got {list(dim)}")
+    if dim is None and ord is not None and A.ndim not in (1, 2):
+        # (a string ord too: 'fro' of a 3-D input is not taken over its last two dims)
+        raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be "
+                           f"1D or 2D. Got {A.ndim}D.")
     if isinstance(ord, str) or (isinstance(dim, tuple) and len(dim) == 2) or (
             dim is None and ord is not None and A.ndim == 2):
         if dim is None:
@@ -252,6 +263,11 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
     >>> ember.linalg.vecdot(ember.tensor([1.0, 2.0]), ember.tensor([3.0, 4.0])).item()
     11.0
     """
+    if isinstance(x, Tensor) and isinstance(y, Tensor) and x.dtype != y.dtype:
+        # (no promotion, as torch: float16 x complex128 gave a complex128 result)
+        raise RuntimeError(f"linalg.vecdot: Expected x and y to have the same dtype, but found x "
+                           f"of type {_dtype_name(x.dtype)} and y of type {_dtype_name(y.dtype)} "
+                           f"instead")
     return ((x.conj() if x.is_complex() else x) * y).sum(dim)  # conjugates x, as torch
 
 
@@ -454,6 +470,12 @@ def _rt(name: str, fields: Sequence[str], values: Sequence[Any], out: Any = None
     after ``values`` are copied into them (see :func:`_out`)."""
     if out is not None:
         op = name.replace("linalg_", "linalg.")
+        if _C.is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad
+                                        for t in (*values, *out)):
+            # (checked for all first: a sign written into out[0] before logabsdet's refusal)
+            raise RuntimeError(f"{op}(): functions with out=... arguments don't support "
+                               "automatic differentiation, but one of the arguments requires "
+                               "grad.")
         values = [_out(v, o, op) for v, o in zip(values, out)]
     cls = _RETURN_TYPES.get(name)
     if cls is None:
@@ -518,6 +540,13 @@ def _out(r: Tensor, out: Tensor | None, op: str, exact: bool = True) -> Tensor:
     checks; a resize to r's shape, which warns when ``out`` had elements). As torch, ``out``
     must have r's dtype, except for the composites (``exact=False``: any dtype r casts to)."""
     if out is not None:
+        if not isinstance(out, Tensor):
+            raise TypeError(f"{op}(): argument 'out' must be Tensor, not {type(out).__name__}")
+        # out= is not differentiable: r requires grad when an input does (it was recorded)
+        if _C.is_grad_enabled() and (r.requires_grad or out.requires_grad):
+            raise RuntimeError(f"{op}(): functions with out=... arguments don't support "
+                               "automatic differentiation, but one of the arguments requires "
+                               "grad.")
         _C._prepare_out(out, r, op, exact)
         out.copy_(r)
         return out
@@ -810,6 +839,10 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | Non
     if driver is not None and driver not in ("gels", "gelsy", "gelsd", "gelss"):
         raise RuntimeError(f"{op}: parameter `driver` should be one of (gels, gelsy, gelsd, "
                            f"gelss)")
+    if not 0 <= A.ndim - B.ndim <= 1:  # (B with more batch dims than A was broadcast)
+        raise RuntimeError(f"{op}: input.dim() must be greater or equal to other.dim() and "
+                           f"(input.dim() - other.dim()) <= 1 (input {tuple(A.shape)}, other "
+                           f"{tuple(B.shape)})")
     vector = B.ndim == A.ndim - 1
     Bm = B.unsqueeze(-1) if vector else B
     if Bm.ndim < 2 or Bm.shape[-2] != A.shape[-2]:
@@ -1212,6 +1245,9 @@ def _matrix_power(input: Tensor, n: int) -> Tensor:
     return matrix_power(input, n)
 
 
+_matrix_power = _outarg.accept_out(_matrix_power, "matrix_power", exact=True)
+
+
 def _cholesky_legacy(input: Tensor, upper: bool = False, *, out: Tensor | None = None) -> Tensor:
     """``torch.cholesky``: :func:`ember.linalg.cholesky`."""
     return cholesky(input, upper=upper, out=out)
@@ -1561,6 +1597,8 @@ def _install(namespace: dict) -> None:
     # the YAML op's binding is replaced by the wrapper that records gradients for real input
     namespace["ormqr"] = Tensor.ormqr = ormqr
 
+
+_outarg.accept_out_names(globals(), ("cross", "vecdot"), exact=True)  # out= as torch's
 
 from ember import _argcheck  # noqa: E402
 

@@ -183,6 +183,9 @@ def _gammainc_checked(name: str, input: Tensor, other: Tensor, upper: bool = Fal
     if not dt.is_floating_point:
         dt = ember.get_default_dtype()
     a, x = a.to(dt), x.to(dt)
+    if a.device.type == "meta":  # shapes only (the series' convergence test reads values)
+        a, x = ember.broadcast_tensors(a, x)
+        return (a + x) * 0
     p = _special.gammainc(a, x, upper)
     with ember.no_grad():
         ad, xd = a.detach(), x.detach()
@@ -364,6 +367,9 @@ def log_ndtr(input: Tensor) -> Tensor:
 def sinc(input: Tensor) -> Tensor:
     """The normalized sinc ``sin(pi x) / (pi x)``, 1 at 0."""
     x = _float(_tensor("sinc", input), "sinc")
+    half = x.dtype in (ember.float16, ember.bfloat16)
+    if half:  # pi * x rounded to 8 bits made sinc(3) -0.0013 in bfloat16: float32, as torch
+        return sinc(x.float()).to(x.dtype)
     zero = x == 0
     safe = ember.where(zero, ember.ones_like(x), x) * math.pi
     return ember.where(zero, ember.ones_like(x), safe.sin() / safe)
@@ -485,6 +491,14 @@ def i1(input: Tensor) -> Tensor:
         .to(x.dtype)
 
 
+def _check_int64(op: str, name: str, v: int) -> None:
+    """An int argument must fit in int64: PyTorch's parser raises this ValueError for one that
+    does not (polygamma(2**64, x) is refused, not computed)."""
+    if not -2**63 <= v < 2**63:
+        raise ValueError(f"{op}(): argument '{name}' must fit in int64, got {v} (Overflow when "
+                         "unpacking long long)")
+
+
 def multigammaln(input: Tensor, p: int) -> Tensor:
     """The log of the multivariate gamma function of dimension ``p``:
     ``p (p - 1) / 4 * log(pi) + sum_{j<p} gammaln(x - j / 2)``. Like PyTorch 2.13, entries
@@ -500,6 +514,7 @@ def multigammaln(input: Tensor, p: int) -> Tensor:
     x = _float(input, "multigammaln")
     if isinstance(p, bool) or not isinstance(p, int):
         raise TypeError(f"multigammaln: p must be an int, got {type(p).__name__}")
+    _check_int64("multigammaln", "p", p)
     if p < 1:
         raise RuntimeError(f"multigammaln: p has to be greater than or equal to 1, got {p}")
     j = ember.arange(p, dtype=x.dtype, device=x.device)
@@ -518,7 +533,8 @@ def _hurwitz_scaled(x: Tensor, q: Tensor, c: Tensor | None) -> Tensor:
     where (q + k)^-x alone would overflow or underflow (polygamma of a large order)."""
     # enough direct terms that every q + k passes 9 (bounded: huge negative q is NaN/inf
     # territory anyway for non-integer x)
-    qmin = float(q.detach().min()) if q.numel() else 0.0
+    # (a meta q has no values: the default term count gives the right shape)
+    qmin = float(q.detach().min()) if q.numel() and q.device.type != "meta" else 0.0
     extra = 0 if not math.isfinite(qmin) else int(min(max(0.0, math.ceil(9.0 - qmin)), 1e5))
     n = max(9, extra)
 
@@ -564,8 +580,12 @@ def zeta(input: Tensor | float, other: Tensor | float) -> Tensor:
     dtype = ember.result_type(input, other)
     if not dtype.is_floating_point:
         dtype = ember.get_default_dtype()
-    x = (input if isinstance(input, Tensor) else ember.tensor(float(input))).to(ember.float64)
-    q = (other if isinstance(other, Tensor) else ember.tensor(float(other))).to(ember.float64)
+    # a number goes to the tensor's device (a CPU scalar met a meta or CUDA tensor in pow)
+    dev = (input if isinstance(input, Tensor) else other).device
+    x = (input if isinstance(input, Tensor) else ember.tensor(float(input), device=dev)
+         ).to(ember.float64)
+    q = (other if isinstance(other, Tensor) else ember.tensor(float(other), device=dev)
+         ).to(ember.float64)
     x, q = ember.broadcast_tensors(x, q)
     total = _hurwitz_scaled(x, q, None)
     inf = ember.full_like(total, math.inf)
@@ -575,6 +595,10 @@ def zeta(input: Tensor | float, other: Tensor | float) -> Tensor:
     out = ember.where(x < 1.0, nan, out)
     out = ember.where((q <= 0) & q_int & (x >= 1.0), inf, out)
     out = ember.where((q < 0) & ~q_int & (x != ember.floor(x)), nan, out)
+    # x = +inf: only the k = 0 term survives when q = 1 (1), and it blows up for 0 < q < 1
+    # (the sum computed inf / inf = NaN), as torch's
+    out = ember.where((x == math.inf) & (q == 1.0), ember.ones_like(out), out)
+    out = ember.where((x == math.inf) & (q > 0) & (q < 1.0), inf, out)
     return out.to(dtype)
 
 
@@ -597,7 +621,7 @@ def _polygamma_value(n: int, x: Tensor) -> Tensor:
     finite = x64.isfinite()
     pole = (x64 <= 0) & (x64 == ember.floor(x64))
     redo = finite & ~pole & ~(r.isfinite() & (r.abs() >= 2.2250738585072014e-308))
-    if bool(redo.any()):
+    if x64.device.type != "meta" and bool(redo.any()):  # (meta: shapes only, no values)
         safe = ember._C.where(redo, x64, ember._C.full_like(x64, 1.0))
         c = ember._C.where(safe > 0, safe, (safe - ember.round(safe)).abs())
         z = _hurwitz_scaled(ember._C.full_like(safe, s), safe, c)
@@ -647,6 +671,7 @@ def polygamma(n: int, input: Tensor) -> Tensor:
     """
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"polygamma(): n must be an int, got {type(n).__name__}")
+    _check_int64("polygamma", "n", n)
     if n < 0:
         raise RuntimeError(f"polygamma(n, x) does not support negative n, got n = {n}")
     x = _float(_tensor("polygamma", input), "polygamma")
@@ -817,6 +842,16 @@ laguerre_polynomial_l = _poly("laguerre_polynomial_l", _poly_doc(
 legendre_polynomial_p = _poly("legendre_polynomial_p", _poly_doc(
     "legendre_polynomial_p", "The Legendre polynomial P_n(x)", "0.5", "-0.4375"))
 
+
+# out= as torch.special's (the native special_* functions above take it already)
+from ember import _outarg  # noqa: E402
+
+_outarg.accept_out_names(globals(), (
+    "expit", "logit", "erf", "erfc", "erfcx", "erfinv", "gammaln", "lgamma", "digamma", "psi",
+    "gammainc", "gammaincc", "xlogy", "xlog1py", "entr", "ndtr", "ndtri", "log_ndtr", "sinc",
+    "exp2", "expm1", "log1p", "logsumexp", "i0", "i0e", "i1", "i1e", "multigammaln", "zeta",
+    "polygamma"))
+_outarg.accept_out_names(globals(), ("round",), exact=True)  # keeps its dtype, as ember.round
 
 # Functions of this module take part in __torch_function__ (ember.overrides), as torch.special's.
 from ember import _argcheck  # noqa: E402

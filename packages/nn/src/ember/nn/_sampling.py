@@ -51,11 +51,14 @@ def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None =
                          f"(N, C, H, W) or (N, C, D, H, W), got {tuple(size)}")
     nd = len(size) - 2
     n = size[0]
-    if theta.ndim != 3 or tuple(theta.shape[1:]) != (nd, nd + 1) or theta.shape[0] != n:
+    if theta.ndim != 3 or tuple(theta.shape[1:]) != (nd, nd + 1):
         kind = "2D affine matrices of shape Nx2x3" if nd == 2 else \
             "3D affine matrices of shape Nx3x4"
         raise ValueError(f"affine_grid: expected a batch of {kind} for size {tuple(size)}. "
                          f"Got {tuple(theta.shape)}.")
+    if theta.shape[0] != n:  # (a RuntimeError in torch, from its batched matmul)
+        raise RuntimeError(f"affine_grid: theta holds {theta.shape[0]} affine matrices but size "
+                           f"{tuple(size)} asks for a batch of {n}")
     if min(size) <= 0:
         raise ValueError(f"affine_grid: expected non-zero, positive output size. Got "
                          f"{tuple(size)}")
@@ -247,6 +250,10 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     volume = 1
     for d in spatial:
         volume *= d
+    if not input.is_floating_point():  # (ints were sampled into a float32 result)
+        raise ember.DtypeNotImplementedError(
+            f"grid_sample(): not implemented for input dtype {input.dtype} (expected a "
+            f"floating-point input)")
     if grid.dtype != input.dtype:  # (not converted silently: torch refuses it)
         raise RuntimeError(f"grid_sample(): expected input and grid to have the same dtype, but "
                            f"input has {input.dtype} and grid has {grid.dtype}")

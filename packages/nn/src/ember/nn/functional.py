@@ -679,6 +679,14 @@ def normalize(
     denom = input.norm(_float_number(p), dims, True).clamp(min=_float_number(eps)).expand_as(input)
     res = input / denom
     if out is not None:
+        if not isinstance(out, Tensor):
+            raise TypeError(f"normalize(): argument 'out' must be Tensor, not "
+                            f"{type(out).__name__}")
+        if ember.is_grad_enabled() and (res.requires_grad or out.requires_grad):
+            # out= is not differentiable (torch's refusal comes from its div(out=))
+            raise RuntimeError("normalize(): functions with out=... arguments don't support "
+                               "automatic differentiation, but one of the arguments requires "
+                               "grad.")
         _C._prepare_out(out, res, "normalize")
         out.copy_(res)
         return out
@@ -1816,7 +1824,8 @@ def _check_indices(op: str, input: Tensor, num: int, values: bool = True) -> Non
 def _embedding_renorm_(weight: Tensor, input: Tensor, max_norm: float, norm_type: float) -> None:
     """Rescales (in place, outside autograd) the referenced rows whose norm exceeds max_norm."""
     with ember.no_grad():
-        rows = input.reshape(-1).unique()
+        # (int64 rows: index_copy_ takes no int32 index, and int32 indices are valid here)
+        rows = input.reshape(-1).unique().long()
         sel = weight.index_select(0, rows)
         norms = sel.norm(norm_type, [1], True)
         scale = ember.where(norms > max_norm, max_norm / (norms + 1e-7), ember.ones_like(norms))
@@ -1878,6 +1887,11 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
             raise ValueError("embedding_bag: offsets is required when input is 1-D")
         if offsets.ndim != 1:
             raise ValueError(f"embedding_bag: offsets must be 1-D, got shape {_shape(offsets)}")
+        if isinstance(offsets, Tensor) and offsets.dtype != input.dtype:
+            # indices and offsets of two dtypes meet in their promoted dtype, as torch's (int8
+            # indices with int64 offsets are int64 indices)
+            common = ember.promote_types(input.dtype, offsets.dtype)
+            input, offsets = input.to(common), offsets.to(common)
         if offsets.dtype not in (ember.int64, ember.int32):
             raise RuntimeError(
                 f"embedding_bag: expected offsets of dtype int64 or int32, got {offsets.dtype}"
