@@ -10,13 +10,18 @@ run unchanged on ember (packages/nn/tests/compat_programs/r18_*.py):
 - the reverse-mode ``torch.func`` transforms (grad, grad_and_value, vjp, jacrev) called on dual
   tensors inside ``forward_ad.dual_level`` dropped the tangents (forward-over-reverse); the
   forward-mode ones (jvp, jacfwd, hessian) silently dropped them where PyTorch raises;
-- ``repr`` of a dual tensor lacked PyTorch's ``tangent=...`` suffix.
+- ``repr`` of a dual tensor lacked PyTorch's ``tangent=...`` suffix;
+- layer_norm / rms_norm of a bfloat16 / float16 input with float32 affine parameters (a
+  LayerNorm under CPU autocast) rounded the parameters to the input's dtype and the output
+  twice; PyTorch applies them in float32 and rounds once. The parameter gradients are now float32
+  sums rounded once (they were rounded to bfloat16 first).
 """
 
 from __future__ import annotations
 
 import ember
 import ember.autograd.forward_ad as fwAD
+import numpy as np
 import pytest
 
 try:
@@ -183,3 +188,82 @@ def test_dual_tensor_repr_matches_torch():
             return [repr(x), repr(x.sum()), repr(x[0] * 2)]
 
     assert [r.replace("ember", "torch") for r in run(ember)] == run(torch)
+
+
+# ---- mixed-precision layer / RMS norm -----------------------------------------------------------
+def _mixed_case():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 8)).astype(np.float32)
+    w = rng.normal(1, 0.3, 8).astype(np.float32)
+    b = rng.normal(0, 0.3, 8).astype(np.float32)
+    return x, w, b
+
+
+def _bf16_exact(v):
+    """float32 values rounded to bfloat16 (round to nearest even), as float64."""
+    bits = np.asarray(v, np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def test_mixed_layer_norm_rounds_once():
+    x, w, b = _mixed_case()
+    xb = ember.tensor(x).to(ember.bfloat16)
+    got = ember.nn.functional.layer_norm(xb, (8,), ember.tensor(w), ember.tensor(b))
+    assert got.dtype == ember.bfloat16
+    # the float64 reference from the bfloat16 input, affine in float, one rounding at the end
+    xr = _bf16_exact(x)
+    mu, var = xr.mean(1, keepdims=True), xr.var(1, keepdims=True)
+    ref = _bf16_exact(((xr - mu) / np.sqrt(var + 1e-5) * w + b).astype(np.float32))
+    assert np.array(got.float().tolist()) == pytest.approx(ref, abs=1e-6, rel=0)
+    with ember.autocast("cpu", dtype=ember.bfloat16):
+        ln = ember.nn.LayerNorm(8)
+        with ember.no_grad():
+            ln.weight.copy_(ember.tensor(w))
+            ln.bias.copy_(ember.tensor(b))
+        assert ember.equal(ln(xb), got)
+    rms = ember.nn.functional.rms_norm(xb, (8,), ember.tensor(w), eps=1e-6)
+    ref = _bf16_exact((xr / np.sqrt((xr ** 2).mean(1, keepdims=True) + 1e-6) * w)
+                      .astype(np.float32))
+    assert np.array(rms.float().tolist()) == pytest.approx(ref, abs=1e-6, rel=0)
+
+
+def test_mixed_layer_norm_param_grads_are_float32_sums():
+    x, w, b = _mixed_case()
+    g = np.random.default_rng(1).normal(size=x.shape).astype(np.float32)
+    X = ember.tensor(x).to(ember.bfloat16).requires_grad_()
+    W, B = ember.tensor(w).requires_grad_(), ember.tensor(b).requires_grad_()
+    ember.nn.functional.layer_norm(X, (8,), W, B).backward(ember.tensor(g).to(ember.bfloat16))
+    assert W.grad.dtype == B.grad.dtype == ember.float32 and X.grad.dtype == ember.bfloat16
+    xr, gr = _bf16_exact(x), _bf16_exact(g)
+    xhat = (xr - xr.mean(1, keepdims=True)) / np.sqrt(xr.var(1, keepdims=True) + 1e-5)
+    assert W.grad.tolist() == pytest.approx((gr * xhat).sum(0), rel=1e-6, abs=1e-5)
+    assert B.grad.tolist() == pytest.approx(gr.sum(0), rel=1e-6, abs=1e-5)
+
+
+def test_layer_norm_same_dtype_unchanged_and_gradcheck():
+    x, w, b = _mixed_case()
+    xb = ember.tensor(x).to(ember.bfloat16)
+    plain = ember.nn.functional.layer_norm(xb, (8,), ember.tensor(w).bfloat16(),
+                                           ember.tensor(b).bfloat16())
+    xr, wr, br = _bf16_exact(x), _bf16_exact(w), _bf16_exact(b)
+    xhat = (xr - xr.mean(1, keepdims=True)) / np.sqrt(xr.var(1, keepdims=True) + 1e-5)
+    ref = _bf16_exact((xhat * wr + br).astype(np.float32))
+    assert np.array(plain.float().tolist()) == pytest.approx(ref, abs=1e-6, rel=0)
+    args = (ember.tensor(x[:3, :4], dtype=ember.float64).requires_grad_(),
+            ember.tensor(w[:4], dtype=ember.float64).requires_grad_(),
+            ember.tensor(b[:4], dtype=ember.float64).requires_grad_())
+    assert ember.autograd.gradcheck(
+        lambda a, c, d: ember.nn.functional.layer_norm(a, (4,), c, d), args)
+
+
+@needs_torch
+def test_mixed_layer_norm_forward_matches_torch():
+    x, w, b = _mixed_case()
+    outs = []
+    for lib in (ember, torch):
+        F = lib.nn.functional
+        xb = lib.tensor(x).to(lib.bfloat16)
+        outs.append([F.layer_norm(xb, (8,), lib.tensor(w), lib.tensor(b)).float().tolist(),
+                     F.layer_norm(xb, (8,), lib.tensor(w)).float().tolist()])
+    assert outs[0] == outs[1]
