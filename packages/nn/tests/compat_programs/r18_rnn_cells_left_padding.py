@@ -14,7 +14,13 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.nn.utils.rnn import pack_sequence, pad_packed_sequence, pad_sequence, unpack_sequence, unpad_sequence
+from torch.nn.utils.rnn import (
+    pack_sequence,
+    pad_packed_sequence,
+    pad_sequence,
+    unpack_sequence,
+    unpad_sequence,
+)
 
 rng = np.random.default_rng(404)
 
