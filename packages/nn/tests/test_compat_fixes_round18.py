@@ -1,5 +1,5 @@
 """Fixes from the eighteenth drop-in compatibility round, each found by a PyTorch-style program
-run unchanged on ember (packages/nn/tests/compat_programs/r18_*.py):
+run unchanged on ember (packages/nn/tests/compat_programs/r18_*.py) or by the probes around them:
 
 - ``Dirichlet.mode`` / ``Beta.mode`` with every concentration below one: the first vertex, as
   PyTorch reports it (ember picked the vertex of the largest concentration);
@@ -14,7 +14,8 @@ run unchanged on ember (packages/nn/tests/compat_programs/r18_*.py):
 - layer_norm / rms_norm of a bfloat16 / float16 input with float32 affine parameters (a
   LayerNorm under CPU autocast) rounded the parameters to the input's dtype and the output
   twice; PyTorch applies them in float32 and rounds once. The parameter gradients are now float32
-  sums rounded once (they were rounded to bfloat16 first).
+  sums rounded once (they were rounded to bfloat16 first);
+- ``dtype.to_real()`` / ``dtype.to_complex()`` were missing (an AttributeError).
 """
 
 from __future__ import annotations
@@ -267,3 +268,30 @@ def test_mixed_layer_norm_forward_matches_torch():
         outs.append([F.layer_norm(xb, (8,), lib.tensor(w), lib.tensor(b)).float().tolist(),
                      F.layer_norm(xb, (8,), lib.tensor(w)).float().tolist()])
     assert outs[0] == outs[1]
+
+
+# ---- dtype.to_real / to_complex --------------------------------------------------------------------
+def test_dtype_to_real_and_to_complex():
+    assert ember.complex64.to_real() is ember.float32
+    assert ember.complex128.to_real() is ember.float64
+    assert ember.float32.to_real() is ember.float32 and ember.int64.to_real() is ember.int64
+    assert ember.float32.to_complex() is ember.complex64
+    assert ember.bfloat16.to_complex() is ember.complex64
+    assert ember.float64.to_complex() is ember.complex128
+    assert ember.complex64.to_complex() is ember.complex64
+    with pytest.raises(RuntimeError, match="Unknown Complex ScalarType"):
+        ember.int64.to_complex()
+    with pytest.raises(RuntimeError, match="complex32"):
+        ember.float16.to_complex()
+    # the usual use: the real dtype of a spectrum
+    spec = ember.fft.rfft(ember.ones(8))
+    assert spec.abs().dtype is spec.dtype.to_real()
+
+
+@needs_torch
+def test_dtype_to_real_and_to_complex_match_torch():
+    for name in ("float32", "float64", "bfloat16", "complex64", "complex128", "int32", "bool"):
+        e, t = getattr(ember, name), getattr(torch, name)
+        assert repr(e.to_real()).replace("ember", "torch") == repr(t.to_real())
+        if name not in ("int32", "bool"):
+            assert repr(e.to_complex()).replace("ember", "torch") == repr(t.to_complex())

@@ -2265,6 +2265,35 @@ def tensor_split(input: Tensor, indices_or_sections: Any = None, dim: int = 0, *
     return tuple(_C_TENSOR_SPLIT(input, split, dim))
 
 
+def _dtype_to_real(self: Any) -> Any:
+    """The real counterpart of a complex dtype (complex64 -> float32); other dtypes unchanged.
+
+    >>> import ember
+    >>> ember.complex128.to_real()
+    ember.float64
+    """
+    return {_C.complex64: _C.float32, _C.complex128: _C.float64}.get(self, self)
+
+
+def _dtype_to_complex(self: Any) -> Any:
+    """The complex counterpart of a floating dtype (float32 and bfloat16 -> complex64, float64
+    -> complex128); complex dtypes unchanged.
+
+    >>> import ember
+    >>> ember.float32.to_complex()
+    ember.complex64
+    """
+    if self.is_complex:
+        return self
+    pairs = {_C.float32: _C.complex64, _C.bfloat16: _C.complex64, _C.float64: _C.complex128}
+    if self in pairs:
+        return pairs[self]
+    if self == _C.float16:  # PyTorch's complex32, a dtype ember does not have
+        raise RuntimeError("to_complex: float16's complex counterpart (complex32) is not "
+                           "supported by ember")
+    raise RuntimeError(f"Unknown Complex ScalarType for {self}")
+
+
 def install(namespace: dict) -> None:
     """Puts the functions into ``namespace`` (ember's) where missing, and the methods on
     Tensor."""
@@ -2282,6 +2311,9 @@ def install(namespace: dict) -> None:
             setattr(Tensor, name + "_", _make_inplace(name))
     # conjugate complex inputs (replace the core binding, which does not)
     namespace["adjoint"] = Tensor.adjoint = adjoint
+    if not hasattr(_C.dtype, "to_real"):  # dtype.to_real() / to_complex(), as in PyTorch
+        _C.dtype.to_real = _dtype_to_real
+        _C.dtype.to_complex = _dtype_to_complex
     # a tensor of indices or sections (PyTorch's third overload) besides ints and lists
     namespace["tensor_split"] = Tensor.tensor_split = tensor_split
     if not hasattr(Tensor, "fill_diagonal_"):
