@@ -15,7 +15,10 @@ run unchanged on ember (packages/nn/tests/compat_programs/r18_*.py) or by the pr
   LayerNorm under CPU autocast) rounded the parameters to the input's dtype and the output
   twice; PyTorch applies them in float32 and rounds once. The parameter gradients are now float32
   sums rounded once (they were rounded to bfloat16 first);
-- ``dtype.to_real()`` / ``dtype.to_complex()`` were missing (an AttributeError).
+- ``dtype.to_real()`` / ``dtype.to_complex()`` were missing (an AttributeError);
+- ``torch.utils.checkpoint`` of a region run under ``autocast`` recomputed it in backward
+  without autocast (float32 instead of bfloat16): the non-reentrant variant raised
+  CheckpointError, the reentrant one differentiated a different computation.
 """
 
 from __future__ import annotations
@@ -295,3 +298,69 @@ def test_dtype_to_real_and_to_complex_match_torch():
         assert repr(e.to_real()).replace("ember", "torch") == repr(t.to_real())
         if name not in ("int32", "bool"):
             assert repr(e.to_complex()).replace("ember", "torch") == repr(t.to_complex())
+
+
+# ---- checkpoint under autocast ----------------------------------------------------------------------
+def _mlp():
+    m = ember.nn.Sequential(ember.nn.Linear(4, 8), ember.nn.GELU(), ember.nn.Linear(8, 3))
+    with ember.no_grad():
+        for i, p in enumerate(m.parameters()):
+            p.copy_(ember.linspace(-0.5, 0.5, p.numel()).view(p.shape) * (1 + 0.1 * i))
+    return m
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpoint_recomputes_under_the_forwards_autocast(reentrant):
+    from ember.utils.checkpoint import checkpoint
+
+    x = ember.linspace(-1, 1, 8).view(2, 4).requires_grad_()
+    grads = []
+    for ckpt in (True, False):
+        m = _mlp()
+        with ember.autocast("cpu", dtype=ember.bfloat16):
+            y = checkpoint(m, x, use_reentrant=reentrant) if ckpt else m(x)
+        assert y.dtype == ember.bfloat16
+        y.float().pow(2).sum().backward()
+        grads.append([p.grad.clone() for p in m.parameters()] + [x.grad.clone()])
+        x.grad = None
+    for a, b in zip(*grads):
+        assert a.dtype == b.dtype and ember.equal(a, b)
+    # autocast off inside the region is recomputed off too
+    m = _mlp()
+    with ember.autocast("cpu", dtype=ember.bfloat16):
+        with ember.autocast("cpu", enabled=False):
+            y = checkpoint(m, x, use_reentrant=reentrant)
+    assert y.dtype == ember.float32
+    y.sum().backward()
+    assert m[0].weight.grad.dtype == ember.float32
+
+
+def test_checkpoint_sequential_under_autocast():
+    from ember.utils.checkpoint import checkpoint_sequential
+
+    m = _mlp()
+    x = ember.linspace(-1, 1, 8).view(2, 4)
+    with ember.autocast("cpu", dtype=ember.bfloat16):
+        y = checkpoint_sequential(m, 2, x, use_reentrant=False)
+    y.float().sum().backward()
+    ref = _mlp()
+    with ember.autocast("cpu", dtype=ember.bfloat16):
+        r = ref(x)
+    r.float().sum().backward()
+    assert ember.equal(y, r) and ember.equal(m[0].weight.grad, ref[0].weight.grad)
+
+
+@needs_torch
+def test_checkpoint_under_autocast_matches_torch():
+    def run(lib):
+        m = lib.nn.Linear(4, 3)
+        with lib.no_grad():
+            m.weight.copy_(lib.linspace(-1, 1, 12).view(3, 4))
+            m.bias.copy_(lib.tensor([0.1, -0.2, 0.3]))
+        x = lib.linspace(-1, 1, 8).view(2, 4)
+        with lib.autocast("cpu", dtype=lib.bfloat16):
+            y = lib.utils.checkpoint.checkpoint(m, x, use_reentrant=False)
+        y.float().sum().backward()
+        return str(y.dtype).split(".")[-1], m.weight.grad.tolist()
+
+    assert run(ember) == run(torch)

@@ -134,6 +134,8 @@ def test_amp_scaler_protocol(capsys):
     assert "step  0 bf16 loss 1.0750" in got
     assert "skipped: weights unchanged True scale 2048.0 -> 1024.0" in got
     assert "dtypes loss torch.float32" in got and "island torch.float32" in got
+    # round 18's fix: a checkpoint inside autocast is recomputed inside autocast
+    assert "checkpointed under autocast: grads equal True" in got
 
 
 def test_scheduler_resume_exact(capsys):

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 rng = np.random.default_rng(8)
 device = "cpu"
@@ -25,14 +26,19 @@ device = "cpu"
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
+        self.ckpt = False
         self.conv = nn.Conv1d(2, 8, 3, padding=1)
         self.norm = nn.LayerNorm(8)
         self.fc1 = nn.Linear(8 * 12, 32)
         self.fc2 = nn.Linear(32, 3)
 
-    def forward(self, x):
+    def features(self, x):
         h = F.gelu(self.conv(x))
-        h = self.norm(h.transpose(1, 2)).transpose(1, 2)
+        return self.norm(h.transpose(1, 2)).transpose(1, 2)
+
+    def forward(self, x):
+        # activation checkpointing inside autocast: the recomputation runs under autocast too
+        h = checkpoint(self.features, x, use_reentrant=False) if self.ckpt else self.features(x)
         return self.fc2(F.relu(self.fc1(h.flatten(1))))
 
 
@@ -48,6 +54,13 @@ Y = torch.from_numpy(((X[:, 0].numpy().sum(1) > 0).astype(np.int64) + (X[:, 1].n
 net = Net().to(device)
 init(net)
 ref_net = copy.deepcopy(net)
+twin = copy.deepcopy(net)
+twin.ckpt = True
+for m in (net, twin):
+    with torch.autocast(device_type=device, dtype=torch.bfloat16):
+        F.cross_entropy(m(X[:16]), Y[:16]).backward()
+print("checkpointed under autocast: grads equal", all(torch.equal(a.grad, b.grad) for a, b in zip(net.parameters(), twin.parameters())))
+net.zero_grad(set_to_none=True)
 
 with torch.autocast(device_type=device, dtype=torch.bfloat16):
     xb = X[:4]
