@@ -18,7 +18,9 @@ run unchanged on ember (packages/nn/tests/compat_programs/r18_*.py) or by the pr
 - ``dtype.to_real()`` / ``dtype.to_complex()`` were missing (an AttributeError);
 - ``torch.utils.checkpoint`` of a region run under ``autocast`` recomputed it in backward
   without autocast (float32 instead of bfloat16): the non-reentrant variant raised
-  CheckpointError, the reentrant one differentiated a different computation.
+  CheckpointError, the reentrant one differentiated a different computation;
+- under CPU autocast, einsum / tensordot / inner / linalg.multi_dot / chain_matmul /
+  linalg.vecdot stayed float32; PyTorch composes them from mm / bmm, so they come out bfloat16.
 """
 
 from __future__ import annotations
@@ -364,3 +366,46 @@ def test_checkpoint_under_autocast_matches_torch():
         return str(y.dtype).split(".")[-1], m.weight.grad.tolist()
 
     assert run(ember) == run(torch)
+
+
+# ---- CPU autocast of the composed products ----------------------------------------------------------
+def test_cpu_autocast_composed_products_run_in_bfloat16():
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(2, 3, 4)).astype(np.float32)
+    B = rng.normal(size=(2, 4, 5)).astype(np.float32)
+    a, b = ember.tensor(A, requires_grad=True), ember.tensor(B)
+    with ember.autocast("cpu", dtype=ember.bfloat16):
+        outs = {
+            "einsum": ember.einsum("bij,bjk->bik", a, b),
+            "tensordot": ember.tensordot(a, b, dims=([2], [1])),
+            "inner": ember.inner(a, a),
+            "multi_dot": ember.linalg.multi_dot([a[0], b[0]]),
+            "chain_matmul": ember.chain_matmul(a[0], b[0]),
+            "vecdot": ember.linalg.vecdot(a, a),
+        }
+    for name, o in outs.items():
+        assert o.dtype == ember.bfloat16, name
+    # the value: the bfloat16-rounded inputs multiplied exactly, rounded once
+    ab = _bf16_exact(A) @ _bf16_exact(B)
+    got = np.array(outs["einsum"].float().tolist())
+    assert got == pytest.approx(_bf16_exact(ab.astype(np.float32)), abs=1e-6, rel=0)
+    outs["einsum"].float().sum().backward()
+    assert a.grad.dtype == ember.float32
+    ref = _bf16_exact(np.ones((2, 3, 5), np.float32) @ _bf16_exact(B).transpose(0, 2, 1))
+    assert np.array(a.grad.tolist()) == pytest.approx(ref, rel=1e-2, abs=1e-2)
+    with ember.autocast("cpu", dtype=ember.bfloat16, enabled=False):
+        assert ember.einsum("ij,jk->ik", a[0], b[0]).dtype == ember.float32
+
+
+@needs_torch
+def test_cpu_autocast_composed_products_match_torch():
+    rng = np.random.default_rng(4)
+    A = rng.normal(size=(3, 4)).astype(np.float32)
+    res = []
+    for lib in (ember, torch):
+        a = lib.tensor(A)
+        with lib.autocast("cpu", dtype=lib.bfloat16):
+            outs = [lib.einsum("ij,kj->ik", a, a), lib.tensordot(a, a.T, 1), lib.inner(a, a),
+                    lib.linalg.multi_dot([a, a.T, a])]
+        res.append([(str(o.dtype).split(".")[-1], o.float().tolist()) for o in outs])
+    assert res[0] == res[1]

@@ -136,6 +136,7 @@ def test_amp_scaler_protocol(capsys):
     assert "dtypes loss torch.float32" in got and "island torch.float32" in got
     # round 18's fix: a checkpoint inside autocast is recomputed inside autocast
     assert "checkpointed under autocast: grads equal True" in got
+    assert "einsum torch.bfloat16 tensordot torch.bfloat16" in got
 
 
 def test_scheduler_resume_exact(capsys):

@@ -75,8 +75,12 @@ with torch.autocast(device_type=device, dtype=torch.bfloat16):
     with torch.autocast(device_type=device, enabled=False):
         island = up @ up.T
     mixed = conv + torch.ones(1)
+    # composed from bmm / mm: the autocast dtype even from float32 inputs
+    attn = torch.einsum("bcl,bdl->bcd", xb, xb)
+    td = torch.tensordot(up, up, dims=([1], [1]))
 print("dtypes conv", conv.dtype, "linear", lin.dtype, "softmax", sm.dtype, "log_softmax", lsm.dtype, "layer_norm", ln.dtype)
 print("dtypes loss", loss.dtype, "sum", s.dtype, "float()", up.dtype, "island", island.dtype, "bf16 + f32", mixed.dtype)
+print("einsum", attn.dtype, "tensordot", td.dtype)
 print("autocast state inside/outside", torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
 
 
