@@ -20,7 +20,10 @@ run unchanged on ember (packages/nn/tests/compat_programs/r18_*.py) or by the pr
   without autocast (float32 instead of bfloat16): the non-reentrant variant raised
   CheckpointError, the reentrant one differentiated a different computation;
 - under CPU autocast, einsum / tensordot / inner / linalg.multi_dot / chain_matmul /
-  linalg.vecdot stayed float32; PyTorch composes them from mm / bmm, so they come out bfloat16.
+  linalg.vecdot stayed float32; PyTorch composes them from mm / bmm, so they come out bfloat16;
+- ``erfinv`` near +-1 kept only ~5 digits (its Newton residual erf(x) - y cancelled) and
+  ``special.ndtri`` (``sqrt(2) erfinv(2p - 1)``) gave -inf for p below ~1e-17 and lost digits
+  for small p; PyTorch's are accurate in the tails.
 """
 
 from __future__ import annotations
@@ -409,3 +412,49 @@ def test_cpu_autocast_composed_products_match_torch():
                     lib.linalg.multi_dot([a, a.T, a])]
         res.append([(str(o.dtype).split(".")[-1], o.float().tolist()) for o in outs])
     assert res[0] == res[1]
+
+
+# ---- erfinv / ndtri in the tails ------------------------------------------------------------------
+def test_erfinv_tails_accurate():
+    # reference values of the exact functions (mpmath, 40 digits)
+    y = ember.tensor([-0.999999999999, 0.999999, 1 - 2.0 ** -40, 0.3, -0.6], dtype=ember.float64)
+    ref = [-5.042031898572696, 3.458910737275499, 5.05125408524939, 0.2724627147267543,
+           -0.5951160814499948]
+    assert ember.erfinv(y).tolist() == pytest.approx(ref, rel=1e-14)
+    assert ember.erfinv(ember.tensor([1.0, -1.0, 1.5])).tolist()[:2] == [float("inf"),
+                                                                         float("-inf")]
+    # erf(erfinv(y)) == y to the last bits in the tails too
+    t = ember.tensor([1 - 1e-9, -1 + 1e-13], dtype=ember.float64)
+    assert ember.erfc(ember.erfinv(t)).tolist()[0] == pytest.approx(1e-9, rel=1e-12)
+    x = ember.tensor([0.999999], dtype=ember.float64, requires_grad=True)
+    assert ember.autograd.gradcheck(ember.erfinv, (x,))
+
+
+def test_ndtri_tails_accurate():
+    p = ember.tensor([1e-300, 1e-20, 1e-10, 1e-5, 0.3, 0.5, 0.975, 1 - 1e-10, 0.0, 1.0],
+                     dtype=ember.float64)
+    ref = [-37.0470962993612, -9.262340089798409, -6.361340902404056, -4.264890793922825,
+           -0.5244005127080409, 0.0, 1.959963984540054, 6.361340889697422]
+    got = ember.special.ndtri(p).tolist()
+    assert got[:8] == pytest.approx(ref, rel=1e-14, abs=1e-15)
+    assert got[8:] == [float("-inf"), float("inf")]
+    assert all(v != v for v in ember.special.ndtri(ember.tensor([-0.1, 1.5, float("nan")])).tolist())
+    # float32 in, float32 out, the float64 value rounded once
+    f = ember.special.ndtri(ember.tensor([1e-20, 0.02]))
+    assert f.dtype == ember.float32 and f.tolist()[0] == pytest.approx(-9.262340089798409, rel=1e-7)
+    q = ember.tensor([0.01, 0.3, 0.9], dtype=ember.float64, requires_grad=True)
+    assert ember.autograd.gradcheck(ember.special.ndtri, (q,))
+    assert ember.autograd.gradgradcheck(ember.special.ndtri, (q,))
+    assert ember.special.ndtri(q).grad_fn.name() == "SpecialNdtriBackward0"
+
+
+@needs_torch
+def test_erfinv_ndtri_match_torch():
+    p = [1e-300, 1e-20, 1e-10, 1e-5, 0.02, 0.5, 0.7, 1 - 1e-10, 1 - 2.0 ** -50]
+    got = ember.special.ndtri(ember.tensor(p, dtype=ember.float64)).tolist()
+    ref = torch.special.ndtri(torch.tensor(p, dtype=torch.float64)).tolist()
+    assert got == pytest.approx(ref, rel=1e-13)
+    y = [-0.999999999999, -0.9999, 0.5, 0.99999999, 1 - 2.0 ** -45]
+    got = ember.erfinv(ember.tensor(y, dtype=ember.float64)).tolist()
+    ref = torch.erfinv(torch.tensor(y, dtype=torch.float64)).tolist()
+    assert got == pytest.approx(ref, rel=1e-13)

@@ -31,6 +31,9 @@ def test_distribution_moments(capsys):
     assert "KL(Cauchy||Gumbel) NotImplementedError" in got
     assert "lowrank logp == dense True" in got
     assert "negative scale -> ValueError True" in got and "out of support -> ValueError" in got
+    # round 18's fixes: ndtri and erfinv accurate in the far tails
+    assert "ndtri tails [-37.047096299, -9.26234009, -6.361340902, 0.0, 7.03448691]" in got
+    assert "erfinv near 1 [-5.042031899, 3.458910737, 5.67591574]" in got
 
 
 def test_tabular_stats_preprocess(capsys):

@@ -82,6 +82,11 @@ for name in ("Gamma", "Beta", "Chi2", "StudentT"):
     except NotImplementedError:
         print(f"{name} cdf NotImplementedError")
 
+# probits far in the tails (tail-risk quantiles): special.ndtri and erfinv near +-1
+tails = torch.tensor([1e-300, 1e-20, 1e-10, 0.5, 1 - 1e-12])
+print("ndtri tails", [round(v, 9) for v in torch.special.ndtri(tails).tolist()])
+print("erfinv near 1", [round(v, 9) for v in torch.erfinv(torch.tensor([-1 + 1e-12, 0.999999, 1 - 1e-15])).tolist()])
+
 # discrete supports
 for name, d in (("Bernoulli", D.Bernoulli(probs=torch.tensor([0.2, 0.7]))),
                 ("Categorical", D.Categorical(logits=torch.tensor([[0.0, 1.0, 2.0]]))),
