@@ -23,7 +23,10 @@ run unchanged on ember (packages/nn/tests/compat_programs/r18_*.py) or by the pr
   linalg.vecdot stayed float32; PyTorch composes them from mm / bmm, so they come out bfloat16;
 - ``erfinv`` near +-1 kept only ~5 digits (its Newton residual erf(x) - y cancelled) and
   ``special.ndtri`` (``sqrt(2) erfinv(2p - 1)``) gave -inf for p below ~1e-17 and lost digits
-  for small p; PyTorch's are accurate in the tails.
+  for small p; PyTorch's are accurate in the tails;
+- ``torch.tensor`` of a list of NumPy scalars or of typed tensors inferred only a category
+  (int64 / the default float / ...); PyTorch promotes the elements' own dtypes
+  (``tensor([np.float64(1.5)])`` is float64, ``tensor([np.bool_(True)])`` bool).
 """
 
 from __future__ import annotations
@@ -458,3 +461,40 @@ def test_erfinv_ndtri_match_torch():
     got = ember.erfinv(ember.tensor(y, dtype=ember.float64)).tolist()
     ref = torch.erfinv(torch.tensor(y, dtype=torch.float64)).tolist()
     assert got == pytest.approx(ref, rel=1e-13)
+
+
+# ---- tensor() infers the dtypes of NumPy scalars and tensors in lists ----------------------------
+def test_tensor_infers_element_dtypes():
+    cases = [
+        ([np.float64(1.5)], ember.float64), ([np.float64(1.5), 2.0], ember.float64),
+        ([1, np.float64(2.0)], ember.float64), ([np.float32(1.5)], ember.float32),
+        ([np.int8(1), np.int8(2)], ember.int8), ([np.int32(1), 2], ember.int64),
+        ([np.uint8(3)], ember.uint8), ([[np.float64(1)], [np.float64(2)]], ember.float64),
+        ([np.bool_(True)], ember.bool), ([np.float16(1)], ember.float16),
+        ([np.int64(1), np.float32(2)], ember.float32), ([np.int16(1), 1.5], ember.float32),
+        ([np.complex64(1)], ember.complex64),
+        ([ember.tensor(1.0, dtype=ember.float64), 2.0], ember.float64),
+        ([ember.tensor(1, dtype=ember.int8)], ember.int8),
+        ([ember.tensor(1, dtype=ember.int8), 1], ember.int64),
+        ([1, 2.5, True], ember.float32), ([True, False], ember.bool), ([], ember.float32),
+        ([[], []], ember.float32), ([1, 2], ember.int64), ([1j, 1], ember.complex64),
+    ]
+    for data, dt in cases:
+        assert ember.tensor(data).dtype is dt, (data, dt)
+    assert ember.tensor([np.float64(0.1), np.float64(0.2)]).tolist() == [0.1, 0.2]  # no rounding
+    assert ember.tensor([np.float64(1.5)], dtype=ember.float32).dtype is ember.float32
+    assert ember.as_tensor([np.float64(1.5)]).dtype is ember.float64
+    assert ember.tensor([np.int8(-3), np.int8(4)]).tolist() == [-3, 4]
+
+
+@needs_torch
+def test_tensor_inference_matches_torch():
+    cases = [[np.float64(1.5)], [np.float64(1.5), 2.0], [np.int8(1), np.int8(2)], [np.int32(1), 2],
+             [np.uint8(3)], [np.bool_(True)], [np.float16(1)], [np.int64(1), np.float32(2)],
+             [np.int16(1), 1.5], [[np.float64(1)], [np.float64(2)]], [1, 2.5, True], []]
+    for data in cases:
+        assert str(ember.tensor(data).dtype).split(".")[1] == str(torch.tensor(data).dtype).split(".")[1]
+    for lib_e, lib_t in ((ember.float64, torch.float64), (ember.int16, torch.int16)):
+        got = ember.tensor([ember.tensor(1, dtype=lib_e), 2]).dtype
+        ref = torch.tensor([torch.tensor(1, dtype=lib_t), 2]).dtype
+        assert str(got).split(".")[1] == str(ref).split(".")[1]

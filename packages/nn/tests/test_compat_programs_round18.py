@@ -44,6 +44,8 @@ def test_tabular_stats_preprocess(capsys):
     assert "searchsorted sorter [1, 3] side right [3, 4] int32 torch.int32" in got
     assert "unique rows [[0, 5], [1, 2]] [1, 1, 0, 1, 0]" in got
     assert "kthvalue == topk(largest=False) True" in got
+    # round 18's fix: NumPy scalars in a list keep their dtypes
+    assert "numpy stats tensor torch.float64" in got and "numpy bools torch.bool int8 codes torch.int8" in got
 
 
 def test_mha_padding_fastpath(capsys):

@@ -30,6 +30,11 @@ def r(t, n=4):
 
 
 print("nan count per column", torch.isnan(X).sum(0).tolist())
+# summary statistics computed by NumPy and collected into a tensor keep NumPy's float64
+np_stats = torch.tensor([np.nanmean(num[:, 3]), np.nanstd(num[:, 3]), np.float32(0.5)])
+print("numpy stats tensor", np_stats.dtype, [round(v, 6) for v in np_stats.tolist()])
+flags = torch.tensor([np.bool_(True), np.isnan(num[0, 0])])
+print("numpy bools", flags.dtype, "int8 codes", torch.tensor([np.int8(c % 3) for c in cat[:4]]).dtype)
 med = X.nanmedian(dim=0)
 print("nanmedian", r(med.values), "indices valid", bool((med.indices >= 0).all()))
 print("nanmean", r(X.nanmean(0)), "nansum", r(X.nansum(0), 2))
