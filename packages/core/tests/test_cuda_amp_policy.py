@@ -70,7 +70,9 @@ def test_policy_is_per_device():
     assert cast_dtype("trace", "cpu", bf16) is ember.float32 and cast_policy("trace", "cuda") is None
     assert cast_dtype("ctc_loss", "cpu", bf16) is ember.float32
     assert cast_dtype("max_pool3d", "cpu", bf16) is ember.float32 and not cast_policy("max_pool3d", "cuda")
-    assert cast_dtype("prelu", "cpu", bf16) is bf16 and cast_policy("einsum", "cpu") is None
+    assert cast_dtype("prelu", "cpu", bf16) is bf16
+    # einsum is on no CPU list of PyTorch's, but composed from bmm there it comes out in bfloat16
+    assert cast_policy("einsum", "cpu") == "lower"
     # bilinear: autocast off inside on the CPU, promote on CUDA
     assert cast_policy("bilinear", "cpu") == "plain" and cast_policy("bilinear", "cuda") == "promote"
     # binary_cross_entropy: float32 on the CPU, refused on CUDA

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -255,10 +256,31 @@ void store_big_int(PyObject* o, ScalarType dt, char* p) {
   throw py::value_error("value cannot be converted to an integer type without overflow");
 }
 
-void scan_kind(py::handle obj, int& kind, int64_t depth = 0) {
+// A NumPy scalar's (or 0-d array's) dtype: PyTorch's tensor() infers a list of them as their
+// dtype (tensor([np.float64(1.5)]) is float64, tensor([np.int8(1)]) int8).
+std::optional<ScalarType> numpy_dtype(PyObject* o) {
+  if (std::string(Py_TYPE(o)->tp_name).rfind("numpy.", 0) != 0) return std::nullopt;
+  py::object dt = py::reinterpret_borrow<py::object>(o).attr("dtype");
+  const std::string name = py::str(dt).cast<std::string>();
+  for (int i = 0; i < kNumScalarTypes; ++i)
+    if (name == dtype_name(static_cast<ScalarType>(i))) return static_cast<ScalarType>(i);
+  return std::nullopt;
+}
+
+// PyTorch's inference of tensor()'s dtype: each element's own dtype (a Python float the default
+// dtype, an int int64, a bool bool, a complex the default complex dtype, a tensor or a NumPy
+// scalar its dtype), promoted over the elements. kind tracks the widest category for the callers.
+void scan_dtype(py::handle obj, std::optional<ScalarType>& acc, int& kind, int64_t depth = 0) {
   PyObject* o = obj.ptr();
+  auto add = [&](ScalarType dt) {
+    acc = acc ? promote_types(*acc, dt) : dt;
+    kind = std::max(kind, is_complex(dt)           ? int(kComplex)
+                          : is_floating(dt)        ? int(kFloat)
+                          : dt == ScalarType::Bool ? int(kBool)
+                                                   : int(kInt));
+  };
   if (is_big_int(o)) {  // an integer element: fill_rec decides whether dt holds it
-    kind = std::max(kind, int(kInt));
+    add(ScalarType::Int64);
     return;
   }
   if (PyList_Check(o) || PyTuple_Check(o)) {
@@ -266,25 +288,27 @@ void scan_kind(py::handle obj, int& kind, int64_t depth = 0) {
       throw py::value_error("tensor(): sequences nested more than " + std::to_string(kMaxNesting) +
                             " levels deep are not supported");
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
-    for (Py_ssize_t i = 0; i < n && kind < kComplex; ++i)
-      scan_kind(PySequence_Fast_GET_ITEM(o, i), kind, depth + 1);
+    for (Py_ssize_t i = 0; i < n; ++i)
+      scan_dtype(PySequence_Fast_GET_ITEM(o, i), acc, kind, depth + 1);
     return;
   }
   if (is_tensor_object(o)) {
-    auto t = py::reinterpret_borrow<py::object>(o).cast<Tensor>();
-    kind = std::max(kind, is_complex(t->dtype())           ? int(kComplex)
-                          : is_floating(t->dtype())        ? int(kFloat)
-                          : t->dtype() == ScalarType::Bool ? int(kBool)
-                                                           : int(kInt));
+    add(py::reinterpret_borrow<py::object>(o).cast<Tensor>()->dtype());
     return;
+  }
+  if (!PyFloat_CheckExact(o) && !PyLong_CheckExact(o)) {
+    if (std::optional<ScalarType> dt = numpy_dtype(o)) {
+      add(*dt);
+      return;
+    }
   }
   Scalar s;
   if (!scalar_from_object(o, &s))
     throw py::type_error(std::string("tensor(): could not infer dtype of ") + Py_TYPE(o)->tp_name);
-  kind = std::max(kind, s.is_complex()    ? int(kComplex)
-                        : s.is_floating() ? int(kFloat)
-                        : s.is_bool()     ? int(kBool)
-                                          : int(kInt));
+  add(s.is_complex()    ? to_complex(default_dtype())
+      : s.is_floating() ? default_dtype()
+      : s.is_bool()     ? ScalarType::Bool
+                        : ScalarType::Int64);
 }
 
 void fill_rec(py::handle obj, const DimVector& shape, int64_t d, char*& p, ScalarType dt) {
@@ -363,11 +387,9 @@ Tensor tensor_from_data(py::handle data, std::optional<ScalarType> dtype) {
     throw py::value_error("tensor(): sequences nested more than " + std::to_string(kMaxNesting) +
                           " levels deep are not supported");
   int kind = kBool;
-  scan_kind(data, kind);
-  ScalarType dt = dtype.value_or(kind == kComplex ? to_complex(default_dtype())
-                                 : kind == kFloat ? default_dtype()
-                                 : kind == kInt   ? ScalarType::Int64
-                                                  : ScalarType::Bool);
+  std::optional<ScalarType> inferred;
+  scan_dtype(data, inferred, kind);
+  ScalarType dt = dtype.value_or(inferred.value_or(ScalarType::Bool));
   if (!dtype && shape.size() > 0 && shape[shape.size() - 1] == 0 && kind == kBool)
     dt = default_dtype();
   Tensor out = empty(shape, dt);

@@ -2348,6 +2348,68 @@ def adjoint(input: Tensor) -> Tensor:
     return r.conj() if r.is_complex() else r
 
 
+_C_TENSOR_SPLIT = _C.tensor_split
+
+
+def tensor_split(input: Tensor, indices_or_sections: Any = None, dim: int = 0, *,
+                 sections: int | None = None, indices: Sequence[int] | None = None,
+                 tensor_indices_or_sections: Tensor | None = None) -> tuple[Tensor, ...]:
+    """Views of ``input`` along ``dim``: ``sections`` nearly equal pieces (an int), or pieces
+    split before each of ``indices`` (a list). As in PyTorch the split may also be given as an
+    int64 CPU tensor: a 0-D one is a number of sections, a 1-D one the indices.
+
+    >>> import ember
+    >>> [t.tolist() for t in ember.tensor_split(ember.arange(5), ember.tensor([1, 3]))]
+    [[0], [1, 2], [3, 4]]
+    """
+    given = [v for v in (indices_or_sections, sections, indices, tensor_indices_or_sections)
+             if v is not None]
+    if len(given) != 1:
+        raise TypeError("tensor_split(): expected exactly one of sections (int), indices (a "
+                        f"sequence of ints) or tensor_indices_or_sections, got {len(given)}")
+    split = given[0]
+    if isinstance(split, Tensor):
+        if split.dtype != _C.int64 or split.device.type != "cpu":
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to be on cpu "
+                               f"and of dtype int64, but got device {split.device} and dtype "
+                               f"{split.dtype}")
+        if split.dim() > 1:
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to be a "
+                               f"zero-dimensional or one-dimensional tensor, but got a tensor "
+                               f"with {split.dim()} dims")
+        split = int(split.item()) if split.dim() == 0 else [int(v) for v in split.tolist()]
+    return tuple(_C_TENSOR_SPLIT(input, split, dim))
+
+
+def _dtype_to_real(self: Any) -> Any:
+    """The real counterpart of a complex dtype (complex64 -> float32); other dtypes unchanged.
+
+    >>> import ember
+    >>> ember.complex128.to_real()
+    ember.float64
+    """
+    return {_C.complex64: _C.float32, _C.complex128: _C.float64}.get(self, self)
+
+
+def _dtype_to_complex(self: Any) -> Any:
+    """The complex counterpart of a floating dtype (float32 and bfloat16 -> complex64, float64
+    -> complex128); complex dtypes unchanged.
+
+    >>> import ember
+    >>> ember.float32.to_complex()
+    ember.complex64
+    """
+    if self.is_complex:
+        return self
+    pairs = {_C.float32: _C.complex64, _C.bfloat16: _C.complex64, _C.float64: _C.complex128}
+    if self in pairs:
+        return pairs[self]
+    if self == _C.float16:  # PyTorch's complex32, a dtype ember does not have
+        raise RuntimeError("to_complex: float16's complex counterpart (complex32) is not "
+                           "supported by ember")
+    raise RuntimeError(f"Unknown Complex ScalarType for {self}")
+
+
 def install(namespace: dict) -> None:
     """Puts the functions into ``namespace`` (ember's) where missing, and the methods on
     Tensor."""
@@ -2366,6 +2428,11 @@ def install(namespace: dict) -> None:
             setattr(Tensor, name + "_", _make_inplace(name))
     # conjugate complex inputs (replace the core binding, which does not)
     namespace["adjoint"] = Tensor.adjoint = adjoint
+    if not hasattr(_C.dtype, "to_real"):  # dtype.to_real() / to_complex(), as in PyTorch
+        _C.dtype.to_real = _dtype_to_real
+        _C.dtype.to_complex = _dtype_to_complex
+    # a tensor of indices or sections (PyTorch's third overload) besides ints and lists
+    namespace["tensor_split"] = Tensor.tensor_split = tensor_split
     if not hasattr(Tensor, "fill_diagonal_"):
         Tensor.fill_diagonal_ = fill_diagonal_
     for name, fn in _TENSOR_ONLY.items():

@@ -246,4 +246,9 @@ def tensor_repr(t: Any) -> str:
         suffixes.append(f"grad_fn=<{_grad_fn_name(grad_fn)}>")
     elif getattr(t, "requires_grad", False):
         suffixes.append("requires_grad=True")
+    level = _C._current_dual_level()
+    if level >= 0 and t.device.type != "meta":
+        tangent = _C._unpack_dual(t, level)[1]
+        if tangent is not None:  # a dual tensor shows its tangent, as in PyTorch
+            suffixes.append(f"tangent={tangent}")
     return _add_suffixes(prefix + body, suffixes, indent)

@@ -76,8 +76,37 @@ def _map(fn: Callable, tree: Any) -> Any:
     return _unflatten([fn(x) for x in leaves], spec)
 
 
+def _tangent_of(x: Any) -> Tensor | None:
+    """x's forward-mode tangent at the live dual level (None without one)."""
+    level = _C._current_dual_level()
+    if level < 0 or not isinstance(x, Tensor):
+        return None
+    return _C._unpack_dual(x, level)[1]
+
+
+def _detach(x: Tensor) -> Tensor:
+    """x.detach() that keeps x's tangent at the live dual level: as in torch.func, the reverse
+    transforms called on dual tensors propagate tangents (forward-over-reverse)."""
+    tangent = _tangent_of(x)
+    if tangent is None:
+        return x.detach()
+    return _C._make_dual(x.detach(), tangent.detach(), _C._current_dual_level())
+
+
 def _detach_tree(tree: Any) -> Any:
-    return _map(lambda x: x.detach() if isinstance(x, Tensor) else x, tree)
+    return _map(lambda x: _detach(x) if isinstance(x, Tensor) else x, tree)
+
+
+def _any_tangent(tensors: list[Tensor]) -> bool:
+    return _C._current_dual_level() >= 0 and any(_tangent_of(t) is not None for t in tensors)
+
+
+def _no_live_dual_level(name: str) -> None:
+    """PyTorch's forward-mode transforms refuse to run inside a live dual level (their own
+    forward AD would nest in it); ember's would silently drop the outer tangents."""
+    if _C._current_dual_level() >= 0:
+        raise RuntimeError(f"{name}: Nested forward mode AD is not supported at the moment (a "
+                           "dual level of ember.autograd.forward_ad is live)")
 
 
 # ---- shared helpers ----------------------------------------------------------------------------
@@ -112,7 +141,11 @@ def _leaf_for(x: Any, what: str, name: str, complex_ok: bool = False) -> Tensor:
     if not (x.is_floating_point() or (complex_ok and x.is_complex())):
         raise RuntimeError(f"{name}: only floating point tensors can be differentiated, but "
                            f"{what} has dtype {x.dtype!r}")
-    return x.view_as(x) if x.requires_grad else x.detach().requires_grad_(True)
+    if x.requires_grad:
+        return x.view_as(x)
+    if _tangent_of(x) is not None:  # a fresh leaf that still carries x's tangent
+        return x.view_as(x).requires_grad_(True)
+    return x.detach().requires_grad_(True)
 
 
 def _prepare(args: tuple, nums: tuple[int, ...], name: str, complex_ok: bool = False):
@@ -226,10 +259,12 @@ def grad_and_value(func: Callable, argnums: int | tuple[int, ...] = 0,
                                f"got a tensor of shape {tuple(value.shape)}; maybe you wanted to "
                                "use the vjp or jacrev APIs instead?")
         keep = _keep_graph([value], flat, outer)
-        gs = _fill_zeros(_grad([value], flat, [None], create_graph=keep), flat)
+        # tangents on the inputs flow through the backward pass only when it is recorded
+        fwd = _any_tangent(flat)
+        gs = _fill_zeros(_grad([value], flat, [None], create_graph=keep or fwd), flat)
         if not keep:
-            gs = [g.detach() for g in gs]
-            value = value.detach()
+            gs = [_detach(g) for g in gs]
+            value = _detach(value)
             aux = _detach_tree(aux)
         results = []
         pos = 0
@@ -297,10 +332,11 @@ def vjp(func: Callable, *primals: Any, has_aux: bool = False):
                                    f"output it belongs to has shape {tuple(o.shape)}")
         keep = create_graph if create_graph is not None else (
             _C.is_grad_enabled() and (foreign or any(c.requires_grad for c in cts)))
-        gs = _fill_zeros(_grad(out_leaves, flat, cts, create_graph=keep,
+        fwd = _any_tangent(flat) or _any_tangent(cts)
+        gs = _fill_zeros(_grad(out_leaves, flat, cts, create_graph=keep or fwd,
                                retain_graph=retain_graph), flat)
         if not keep:
-            gs = [g.detach() for g in gs]
+            gs = [_detach(g) for g in gs]
         results = []
         pos = 0
         for fresh, spec in groups:
@@ -326,6 +362,7 @@ def jvp(func: Callable, primals: tuple, tangents: tuple, *, strict: bool = False
     [6.0]
     """
     name = "jvp"
+    _no_live_dual_level(name)
     if not isinstance(primals, (tuple, list)):
         raise RuntimeError(f"{name}(f, primals, tangents): expected primals to be a tuple, e.g. "
                            f"primals=(x,), got {type(primals).__name__}")
@@ -405,6 +442,8 @@ def _complex_jvp(func: Callable, args: tuple, groups: list, flat: list[Tensor],
 def _jac_transform(func: Callable, argnums, has_aux: bool, name: str, cols: bool) -> Callable:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any):
+        if cols:
+            _no_live_dual_level(name)
         nums = _argnums(argnums, len(args), name)
         new_args, groups, flat, outer = _prepare(args, nums, name)
         with enable_grad():
@@ -413,11 +452,11 @@ def _jac_transform(func: Callable, argnums, has_aux: bool, name: str, cols: bool
         out_leaves, out_spec = _tensor_leaves(out, "the outputs of f", name)
         keep = _keep_graph(out_leaves, flat, outer)
         build = _jacobian_cols if cols else _jacobian_rows
-        jac = build(tuple(out_leaves), tuple(flat), keep, False, name)
+        jac = build(tuple(out_leaves), tuple(flat), keep or _any_tangent(flat), False, name)
         per_out = []
         for row in jac:
             if not keep:
-                row = [j.detach() for j in row]
+                row = [_detach(j) for j in row]
             parts = []
             pos = 0
             for fresh, spec in groups:
@@ -472,7 +511,14 @@ def hessian(func: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
     >>> hessian(lambda x: (x ** 3).sum())(ember.tensor([1.0, 2.0])).tolist()
     [[6.0, 0.0], [0.0, 12.0]]
     """
-    return jacrev(jacrev(func, argnums), argnums)
+    inner = jacrev(jacrev(func, argnums), argnums)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any):
+        _no_live_dual_level("hessian")  # PyTorch's is forward over reverse: it refuses too
+        return inner(*args, **kwargs)
+
+    return wrapper
 
 
 # ---- vmap: the batched function, by a loop over the mapped dim ---------------------------------

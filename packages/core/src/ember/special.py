@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 _SQRT2 = math.sqrt(2.0)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
 
 
 def _tensor(name: str, x: Any) -> Tensor:
@@ -341,10 +342,62 @@ def ndtr(input: Tensor) -> Tensor:
     return ember.where(x < -5, _log_ndtr_tail(x).exp().to(x.dtype), direct)
 
 
+def _ndtri_value(p: Tensor) -> Tensor:
+    """ndtri's value (no autograd), computed in float64: Abramowitz & Stegun 26.2.23's guess for
+    the lower tail (error below 4.5e-4), then Halley steps on ndtr(z) = min(p, 1 - p) with ndtr
+    from erfc, accurate in the tail (``sqrt(2) erfinv(2p - 1)`` loses every digit of a small p to
+    the rounding of 2p - 1)."""
+    with ember.no_grad():
+        q = p.to(ember.float64)
+        lower = q < 0.5
+        r = ember.where(lower, q, 1 - q)
+        t = (-2 * r.clamp(min=1e-320).log()).sqrt()
+        z = -(t - (2.515517 + t * (0.802853 + t * 0.010328))
+              / (1 + t * (1.432788 + t * (0.189269 + t * 0.001308))))
+        for _ in range(3):
+            u = (0.5 * (-z / _SQRT2).erfc() - r) / ((-0.5 * z * z).exp() / _SQRT_2PI)
+            z = z - u / (1 + 0.5 * z * u)
+        z = ember.where(lower, z, -z).masked_fill(q == 0.5, 0.0)
+        z = z.masked_fill(q == 0, -math.inf).masked_fill(q == 1, math.inf)
+        z = z.masked_fill((q < 0) | (q > 1) | q.isnan(), math.nan)
+        return z.to(p.dtype)
+
+
+class _Ndtri(ember.autograd.Function):
+    """ndtri with torch's derivative ``sqrt(2 pi) exp(z^2 / 2)`` of the output z (which keeps
+    its graph: double backward differentiates through it)."""
+
+    _node_name = "SpecialNdtriBackward0"
+
+    @staticmethod
+    def forward(ctx: Any, p: Tensor) -> Tensor:
+        z = _ndtri_value(p)
+        ctx.save_for_backward(z)
+        ctx.save_for_forward(z)
+        return z
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        (z,) = ctx.saved_tensors
+        return grad * _SQRT_2PI * (0.5 * z * z).exp()
+
+    @staticmethod
+    def jvp(ctx: Any, tp: Tensor) -> Tensor:
+        (z,) = ctx.saved_tensors
+        return tp * _SQRT_2PI * (0.5 * z * z).exp()
+
+
 def ndtri(input: Tensor) -> Tensor:
-    """The inverse of :func:`ndtr` on (0, 1) (``-inf`` at 0, ``inf`` at 1)."""
+    """The inverse of :func:`ndtr` on (0, 1) (``-inf`` at 0, ``inf`` at 1), accurate in both
+    tails.
+
+    >>> import ember
+    >>> p = ember.tensor([1e-20, 0.5, 0.975], dtype=ember.float64)
+    >>> [f"{v:.6f}" for v in ember.special.ndtri(p).tolist()]
+    ['-9.262340', '0.000000', '1.959964']
+    """
     p = _float(_tensor("ndtri", input), "ndtri")
-    return _SQRT2 * (2 * p - 1).erfinv()
+    return _Ndtri.apply(p)
 
 
 def log_ndtr(input: Tensor) -> Tensor:

@@ -60,8 +60,11 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
   // (RMS norm, like torch's composite one, takes a weight of another dtype)
   if (center) nn::check_norm_param_dtypes(op, input, {{&weight, "weight"}, {&bias, "bias"}});
   Tensor x = nn::contig(input);
-  Tensor w = weight ? nn::contig(weight, x->dtype()) : Tensor();
-  Tensor b = bias ? nn::contig(bias, x->dtype()) : Tensor();
+  // The affine parameters are applied in the compute type: a float32 weight of a bfloat16 /
+  // float16 input (mixed precision, autocast) is not rounded first, and the output is rounded
+  // once, as torch's mixed-type kernel does. (Exact for parameters of the input's dtype.)
+  Tensor w = weight ? nn::contig(weight, nn::norm_acc_dtype(x)) : Tensor();
+  Tensor b = bias ? nn::contig(bias, nn::norm_acc_dtype(x)) : Tensor();
   Tensor out = ember::empty(x->sizes(), x->dtype(), x->device());
   DimVector ss = nn::row_stat_shape(x, normalized_shape.size());
   // Statistics are computed in the compute type and saved in torch's dtype (norm_stat_dtype).
@@ -77,8 +80,8 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
     using T = scalar_t;
     using A = opmath_t<T>;
     const T* px = x->data_as<T>();
-    const T* pw = w ? w->data_as<T>() : nullptr;
-    const T* pb = b ? b->data_as<T>() : nullptr;
+    const A* pw = w ? w->data_as<A>() : nullptr;
+    const A* pb = b ? b->data_as<A>() : nullptr;
     T* po = out->data_as<T>();
     A* pm = mean->data_as<A>();
     A* pr = rstd->data_as<A>();
@@ -112,8 +115,8 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
                      T* orow = po + r * M;
                      for (int64_t j = 0; j < M; ++j) {
                        A v = static_cast<A>(xr[j]) * a + c;
-                       if (pw) v *= static_cast<A>(pw[j]);
-                       if (pb) v += static_cast<A>(pb[j]);
+                       if (pw) v *= pw[j];
+                       if (pb) v += pb[j];
                        orow[j] = static_cast<T>(v);
                      }
                    }
@@ -136,7 +139,11 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tenso
   // The statistics are read in the compute type (whatever dtype they were saved in).
   Tensor m = mean ? nn::contig(mean, nn::norm_acc_dtype(x)) : Tensor();
   Tensor rs = nn::contig(rstd, nn::norm_acc_dtype(x));
-  Tensor w = weight ? nn::contig(weight, x->dtype()) : Tensor();
+  // The weight in the compute type (see row_norm_forward); the parameter gradients in the
+  // weight's dtype, rounded once from their double sums (float32 ones for a mixed-precision
+  // weight, as torch returns them).
+  Tensor w = weight ? nn::contig(weight, nn::norm_acc_dtype(x)) : Tensor();
+  const ScalarType param_dt = weight ? weight->dtype() : x->dtype();
   Tensor gi, gw, gb;
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
     using T = scalar_t;
@@ -145,7 +152,7 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tenso
     const T* pg = g->data_as<T>();
     const A* pm = m ? m->data_as<A>() : nullptr;
     const A* pr = rs->data_as<A>();
-    const T* pw = w ? w->data_as<T>() : nullptr;
+    const A* pw = w ? w->data_as<A>() : nullptr;
     if constexpr (std::is_same_v<T, float>) {  // vectorized rows (nn_vec.h)
       const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(M, 1));
       if (input_grad) {
@@ -214,13 +221,13 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tenso
           acc[j] +=
               static_cast<double>(pg[r * M + j]) * (static_cast<double>(px[r * M + j]) - mu) * s;
       });
-      gw = from_doubles<T>(sums, normalized_shape, x->dtype());
+      gw = nn::cast(from_doubles<double>(sums, normalized_shape, ScalarType::Float64), param_dt);
     }
     if (bias_grad) {
       std::vector<double> sums = column_sums(R, M, [&](int64_t r, double* acc) {
         for (int64_t j = 0; j < M; ++j) acc[j] += static_cast<double>(pg[r * M + j]);
       });
-      gb = from_doubles<T>(sums, normalized_shape, x->dtype());
+      gb = nn::cast(from_doubles<double>(sums, normalized_shape, ScalarType::Float64), param_dt);
     }
   });
   return {gi, gw, gb};

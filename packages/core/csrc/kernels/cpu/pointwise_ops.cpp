@@ -145,23 +145,33 @@ double erfinv_impl(double y) {
     if (y == -1.0) return -std::numeric_limits<double>::infinity();
     return std::numeric_limits<double>::quiet_NaN();
   }
-  // Giles' single-precision approximation, then Newton steps to full precision.
-  double w = -std::log((1.0 - y) * (1.0 + y)), x;
+  // A first guess good to ~1e-4: Giles' single-precision approximation in the center and, in
+  // the tails (where its fit ends), Abramowitz & Stegun 26.2.23 for the normal quantile of
+  // (1 - |y|) / 2. Then Halley steps (erf'' / erf' = -2x) to full precision.
+  const double w = -std::log((1.0 - y) * (1.0 + y));
+  double x;
   if (w < 5.0) {
-    w -= 2.5;
+    const double v = w - 2.5;
     x = 2.81022636e-08;
     for (double c : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
                      -0.00417768164, 0.246640727, 1.50140941})
-      x = c + x * w;
+      x = c + x * v;
+    x *= y;
   } else {
-    w = std::sqrt(w) - 3.0;
-    x = -0.000200214257;
-    for (double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
-                     0.00943887047, 1.00167406, 2.83297682})
-      x = c + x * w;
+    const double t = std::sqrt(-2.0 * std::log(0.5 * (y > 0 ? 1.0 - y : 1.0 + y)));
+    const double z = t - (2.515517 + t * (0.802853 + t * 0.010328)) /
+                             (1.0 + t * (1.432788 + t * (0.189269 + t * 0.001308)));
+    x = std::copysign(z * 0.7071067811865476, y);
   }
-  x *= y;
-  for (int i = 0; i < 2; ++i) x -= (std::erf(x) - y) / (1.1283791670955126 * std::exp(-x * x));
+  // The residual erf(x) - y cancels near |y| = 1 (erf(x) rounds to within an ulp of 1): in the
+  // tails it is taken from erfc instead, with 1 - |y| exact there (Sterbenz).
+  for (int i = 0; i < 2; ++i) {
+    const double r = y > 0.5    ? (1.0 - y) - std::erfc(x)
+                     : y < -0.5 ? std::erfc(-x) - (1.0 + y)
+                                : std::erf(x) - y;
+    const double u = r / (1.1283791670955126 * std::exp(-x * x));
+    x -= u / (1.0 + x * u);
+  }
   return x;
 }
 

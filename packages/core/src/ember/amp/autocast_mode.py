@@ -60,11 +60,15 @@ _CONVS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
           "conv_transpose3d")
 
 # PyTorch's CPU lists. The recurrent entries (lstm, gru, rnn_tanh, rnn_relu: whole layers) are read
-# by ember.nn's recurrent modules through cast_policy; GRU stays out, as on PyTorch's CPU.
+# by ember.nn's recurrent modules through cast_policy; GRU stays out, as on PyTorch's CPU. The
+# products PyTorch composes from mm / bmm (einsum, tensordot, inner, multi_dot, chain_matmul)
+# come out in the autocast dtype there, so they are listed here: ember's do not go through the
+# wrapped mm / bmm.
 _CPU_POLICY: dict[str, str] = {
     **dict.fromkeys(("matmul", "__matmul__", "mm", "bmm", "addmm", "baddbmm", "addbmm", "linear",
                      *_CONVS, "prelu", "scaled_dot_product_attention", "lstm", "rnn_tanh",
-                     "rnn_relu"), LOWER),
+                     "rnn_relu", "vecdot", "einsum", "tensordot", "inner", "multi_dot",
+                     "chain_matmul"), LOWER),
     **dict.fromkeys((*_LOSSES, "binary_cross_entropy", "multilabel_soft_margin_loss",
                      "gaussian_nll_loss", "ctc_loss", "prod", "cdist", "trace", "avg_pool3d",
                      "max_pool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d", "grid_sample"),

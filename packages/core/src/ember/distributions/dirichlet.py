@@ -56,11 +56,11 @@ class Dirichlet(ExponentialFamily):
     def mode(self) -> Tensor:
         cm1 = (self.concentration - 1).clamp(min=0.0)
         mode = cm1 / cm1.sum(-1, True)
-        # All concentrations below one: the density peaks at the vertex of the largest one.
+        # All concentrations below one: the density is unbounded at every vertex; PyTorch
+        # reports the first one (its argmax over the all-NaN 0/0 row), and so do we.
         all_small = (self.concentration < 1).all(-1, keepdim=True)
         k = self.concentration.shape[-1]
-        idx = self.concentration.argmax(-1, keepdim=True)
-        vertex = (ember.arange(k, device=idx.device) == idx).to(mode.dtype)
+        vertex = (ember.arange(k, device=mode.device) == 0).to(mode.dtype)
         return ember.where(all_small, vertex, mode)
 
     @property

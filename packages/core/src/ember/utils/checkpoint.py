@@ -69,22 +69,41 @@ def _missing(what: str) -> RuntimeError:
                         "activations cannot be recomputed in backward")
 
 
+def _autocast_state() -> list[tuple[str, bool, Any, bool]]:
+    """(device type, enabled, dtype, cache enabled) of autocast for each device type that has
+    it: the forward's mixed-precision context, which the recomputation must run under too."""
+    from ember.amp import autocast_mode as am
+
+    cache = am.is_autocast_cache_enabled()
+    return [(d, am.is_autocast_enabled(d), am.get_autocast_dtype(d), cache)
+            for d in ("cpu", "cuda") if am.is_autocast_available(d)]
+
+
 class _RngState:
-    """The default generator's state at the forward pass, restored for the recomputation (and
-    the caller's state put back afterwards)."""
+    """The forward pass's context, restored for the recomputation: the default generator's
+    state (when preserved; the caller's state is put back afterwards) and, as in PyTorch, the
+    autocast state (a region checkpointed inside ``autocast`` is recomputed inside it too, even
+    though backward runs outside)."""
 
     def __init__(self, enabled: bool) -> None:
         self.state = get_rng_state() if enabled else None
+        self.autocast = _autocast_state()
 
     def run(self, fn: Callable, *args, **kwargs):
-        if self.state is None:
-            return fn(*args, **kwargs)
-        outer = get_rng_state()
-        set_rng_state(self.state)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            set_rng_state(outer)
+        from ember.amp import autocast
+
+        with contextlib.ExitStack() as stack:
+            for device_type, on, dtype, cache in self.autocast:
+                stack.enter_context(autocast(device_type, dtype=dtype, enabled=on,
+                                             cache_enabled=cache))
+            if self.state is None:
+                return fn(*args, **kwargs)
+            outer = get_rng_state()
+            set_rng_state(self.state)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                set_rng_state(outer)
 
 
 # ---- non-reentrant: saved-tensor hooks ---------------------------------------------------------

@@ -92,7 +92,10 @@ class Parameter(Tensor, metaclass=_ParameterMeta):
 
     def __repr__(self) -> str:
         text = Tensor.__repr__(self)
-        if type(self) is not Parameter:  # a subclass: PyTorch's "Parameter(Sub(...))"
+        # a parameter holding a sparse grad sits in a same-named subclass (ember.sparse's
+        # grad property): it still prints as a plain Parameter
+        cls = getattr(type(self), "_ember_dense_class", type(self))
+        if cls is not Parameter:  # a subclass: PyTorch's "Parameter(Sub(...))"
             text = f"Parameter({text})"
         return "Parameter containing:\n" + text
 
