@@ -62,6 +62,9 @@ PROGRAMS = {
     "eval_collectives": (1e-5, 1e-6),
     "dtensor_nn_ops": (1e-4, 1e-5),
     "dtensor_strided_shard": (1e-4, 1e-5),
+    "store_rendezvous": (0, 0),
+    "hogwild_shared": (1e-4, 1e-5),
+    "elastic_restart": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

@@ -30,7 +30,15 @@ except ImportError:  # not installed from a git checkout / sdist
 
 from . import algorithms as algorithms  # Join, DDP communication hooks
 from ._common import DistBackendError, DistError, ReduceOp
-from ._store import DistStoreError, FileStore, HashStore, PrefixStore, Store, TCPStore
+from ._store import (
+    DistStoreError,
+    FileStore,
+    HashStore,
+    PrefixStore,
+    QueueEmptyError,
+    Store,
+    TCPStore,
+)
 from ._work import Future, Work
 from .algorithms import GradBucket
 from .device_mesh import DeviceMesh, init_device_mesh
@@ -41,6 +49,7 @@ from .distributed_c10d import default_pg_timeout
 __all__ = [
     "DeviceMesh", "DistBackendError", "DistError", "DistStoreError", "FileStore", "Future",
     "GradBucket", "init_device_mesh",
-    "HashStore", "PrefixStore", "ReduceOp", "Store", "TCPStore", "Work", "__version__", "default_pg_timeout",
+    "HashStore", "PrefixStore", "QueueEmptyError", "ReduceOp", "Store", "TCPStore", "Work",
+    "__version__", "default_pg_timeout",
     *_c10d_all,
 ]

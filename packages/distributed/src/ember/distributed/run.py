@@ -251,7 +251,10 @@ def config_from_args(args: argparse.Namespace) -> LaunchConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Launches the node's workers for parsed ``args``; returns the launcher's exit code."""
+    """Launches the node's workers for parsed ``args``; returns the launcher's exit code (0, 2
+    for a bad command line, 128 + signal when the launcher is stopped by one). Workers that
+    failed after the last restart raise ChildFailedError (torchrun's), whose report names
+    each failed rank, its exit code and traceback; uncaught, it ends the launcher with code 1."""
     try:
         cfg = config_from_args(args)
     except ValueError as e:
@@ -262,7 +265,8 @@ def run(args: argparse.Namespace) -> int:
             f"emberrun: error: training script not found: {args.training_script}", file=sys.stderr
         )
         return 2
-    return launch(cfg, args.training_script, list(args.training_script_args))
+    return launch(cfg, args.training_script, list(args.training_script_args),
+                  raise_on_failure=True)
 
 
 def main(args: list[str] | None = None) -> None:
