@@ -1,6 +1,9 @@
 """Regression tests for the session-23 distributed compatibility round: the stores' queues,
-list_keys, barrier and clone (and QueueEmptyError); ``torch.multiprocessing.spawn``'s module
-path; the launcher's ChildFailedError / ProcessFailure report and torchrun's exit code 1."""
+list_keys, barrier and clone (and QueueEmptyError, DistNetworkError); ``torch.multiprocessing.
+spawn``'s module path; the launcher's ChildFailedError / ProcessFailure report and torchrun's
+exit code 1; new_group(sort_ranks=False), barrier(timeout=), all_gather_single /
+reduce_scatter_single, HierarchicalModelAverager, fp16 / bf16_compress_wrapper and
+GradBucket.set_buffer replacing the bucket's tensor."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import ember.distributed as dist
 import pytest
@@ -238,3 +242,218 @@ def test_launcher_raises_child_failed_error_exit_code_1(tmp_path):
                         str(script)], capture_output=True, text=True, timeout=120, env=_env())
     assert r.returncode == 1  # torchrun's: the uncaught ChildFailedError
     assert "ChildFailedError" in r.stderr and "exitcode  : 5" in r.stderr
+
+
+# ---- process groups: new_group(sort_ranks=), barrier(timeout=), the *_single names,
+# object p2p use_batch, HierarchicalModelAverager, fp16 / bf16 compress wrappers ------------
+
+
+def _groups_worker(rank: int, init: str, conn: Any) -> None:
+    try:
+        from collections import OrderedDict
+
+        import ember
+        import ember.nn as nn
+        from ember.distributed.algorithms.ddp_comm_hooks import default_hooks
+        from ember.distributed.algorithms.model_averaging.hierarchical_model_averager import (
+            HierarchicalModelAverager,
+        )
+        from ember.nn.parallel import DistributedDataParallel as DDP
+
+        dist.init_process_group("shm", init_method=init, rank=rank, world_size=4,
+                                timeout=timedelta(seconds=60))
+        out: dict[str, Any] = {}
+        rev = dist.new_group([3, 1, 2, 0], sort_ranks=False)
+        srt = dist.new_group([3, 1, 2, 0])
+        out["rev_rank"] = dist.get_rank(rev)
+        out["sorted_rank"] = dist.get_rank(srt)
+        out["rev_ranks"] = dist.get_process_group_ranks(rev)
+        t = ember.tensor([float(rank)])
+        dist.broadcast(t, group=rev, group_src=0)  # group rank 0 of rev: global rank 3
+        out["bcast"] = t.item()
+        got = ember.zeros(4)
+        dist.all_gather_single(got, ember.tensor([float(rank)]), group=rev)
+        out["gather_rev_order"] = got.tolist()
+        rs = ember.zeros(1)
+        dist.reduce_scatter_single(rs, ember.arange(4.0) * (rank + 1))
+        out["reduce_scatter_single"] = rs.tolist()
+        with pytest.raises(ValueError, match="distinct"):
+            dist.new_group([1, 1])
+
+        t0 = time.monotonic()
+        dist.barrier(timeout=timedelta(seconds=20))
+        out["barrier_fast"] = time.monotonic() - t0 < 15
+        pair = dist.new_group([0, 1])
+        if rank == 0:
+            t0 = time.monotonic()
+            try:
+                dist.barrier(group=pair, timeout=timedelta(seconds=0.5))
+                out["barrier_timeout"] = None
+            except RuntimeError as e:
+                out["barrier_timeout"] = [type(e).__name__, round(time.monotonic() - t0) < 10]
+        with pytest.raises(ValueError, match="positive"):
+            dist.barrier(timeout=timedelta(seconds=0))
+
+        if rank in (2, 3):
+            sub = dist.new_group([2, 3])
+            if rank == 2:
+                dist.send_object_list([{"a": 1}, "b"], dst=3, group=sub, use_batch=True)
+            else:
+                objs: list = [None, None]
+                dist.recv_object_list(objs, src=2, group=sub, use_batch=True)
+                out["objects"] = objs
+        else:
+            dist.new_group([2, 3])
+
+        # averaging: pairs every 2 steps, all 4 every 4, after 1 warm-up step
+        w = nn.Parameter(ember.tensor([float(rank)]))
+        w.grad = ember.zeros(1)  # (parameters without a gradient are not averaged, as torch)
+        avg = HierarchicalModelAverager(OrderedDict([(2, 2), (4, 4)]), warmup_steps=1)
+        trace = []
+        for step in range(5):
+            with ember.no_grad():
+                w.add_(1.0 + rank)
+            avg.average_parameters([w])
+            trace.append(w.item())
+        out["hier"] = trace
+
+        m = DDP(nn.Linear(3, 2, bias=False))
+        with ember.no_grad():
+            m.module.weight.copy_(ember.tensor([[0.3, -0.2, 0.1], [0.05, 0.4, -0.35]]))
+        seen = {}
+
+        def avg_hook(state: Any, bucket: Any) -> Any:
+            seen["dtype"] = str(bucket.buffer().dtype)
+            fut = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
+            return fut.then(lambda f: f.value()[0] / 4)
+
+        m.register_comm_hook(None, default_hooks.bf16_compress_wrapper(avg_hook))
+        x = ember.tensor([[1.0, 2.0, 3.0]]) * (rank + 1) / 3
+        m(x).sum().backward()
+        out["bf16_hook_saw"] = seen["dtype"]
+        out["bf16_grad"] = m.module.weight.grad.tolist()
+        dist.barrier()
+        dist.destroy_process_group()
+        conn.send(("ok", out))
+    except BaseException:  # noqa: BLE001
+        import traceback
+
+        conn.send(("err", traceback.format_exc()))
+
+
+@pytest.fixture(scope="module")
+def group_results(tmp_path_factory: Any) -> list[dict]:
+    from dist_helpers import run_ranks
+
+    init = "file://" + str(tmp_path_factory.mktemp("s23g") / "store")
+    return run_ranks(_groups_worker, 4, (init,), 240)
+
+
+def test_new_group_sort_ranks_false_keeps_the_given_order(group_results):
+    assert [r["rev_rank"] for r in group_results] == [3, 1, 2, 0]
+    assert [r["sorted_rank"] for r in group_results] == [0, 1, 2, 3]
+    assert all(r["rev_ranks"] == [3, 1, 2, 0] for r in group_results)
+    assert all(r["bcast"] == 3.0 for r in group_results)
+    # gathered in group-rank order: global ranks 3, 1, 2, 0
+    assert all(r["gather_rev_order"] == [3.0, 1.0, 2.0, 0.0] for r in group_results)
+
+
+def test_single_collective_names(group_results):
+    # sum over ranks of arange(4) * (rank + 1) = arange(4) * 10; rank i keeps element i
+    assert [r["reduce_scatter_single"] for r in group_results] == [[0.0], [10.0], [20.0],
+                                                                    [30.0]]
+
+
+def test_barrier_timeout(group_results):
+    assert all(r["barrier_fast"] for r in group_results)
+    # rank 1 never enters the pair's barrier: rank 0's gives up after its own 0.5 s
+    assert group_results[0]["barrier_timeout"] == ["DistBackendError", True]
+
+
+def test_object_p2p_use_batch(group_results):
+    assert group_results[3]["objects"] == [{"a": 1}, "b"]
+
+
+def test_hierarchical_model_averager(group_results):
+    # w_r = r, +(1 + r) per step; step 0 warm-up; step 2 pair average; step 4 global average
+    # (steps 1 and 3: no period divides them)
+    def expected(rank: int) -> list[float]:
+        w = [float(r) for r in range(4)]
+        trace = []
+        for step in range(5):
+            w = [v + 1 + r for r, v in enumerate(w)]
+            if step >= 1 and step % 4 == 0:
+                w = [sum(w) / 4] * 4
+            elif step >= 1 and step % 2 == 0:
+                w = [(w[0] + w[1]) / 2] * 2 + [(w[2] + w[3]) / 2] * 2
+            trace.append(w[rank])
+        return trace
+
+    for rank, r in enumerate(group_results):
+        assert r["hier"] == pytest.approx(expected(rank)), rank
+    assert group_results[0]["hier"] == pytest.approx([1.0, 2.0, 5.0, 6.0, 14.0])
+
+
+def test_hierarchical_model_averager_argument_errors():
+    from ember.distributed.algorithms.model_averaging.hierarchical_model_averager import (
+        HierarchicalModelAverager,
+    )
+
+    with pytest.raises(ValueError, match="must not be empty"):
+        HierarchicalModelAverager({})
+    with pytest.raises(ValueError, match="positive"):
+        HierarchicalModelAverager({0: 1})
+
+
+def test_bf16_compress_wrapper(group_results):
+    import numpy as np
+
+    assert all(r["bf16_hook_saw"] == "ember.bfloat16" for r in group_results)
+    # d(sum(W x))/dW = x per rank: x_r = [1, 2, 3] (r + 1) / 3, averaged: [1, 2, 3] * 2.5 / 3,
+    # rounded through bfloat16 (each x_r first)
+    xs = [np.array([1.0, 2.0, 3.0], np.float32) * (r + 1) / 3 for r in range(4)]
+    grads = group_results[0]["bf16_grad"]
+    exact = sum(xs) / 4
+    assert np.allclose(grads, [exact, exact], rtol=1e-2)
+    assert all(g == group_results[0]["bf16_grad"] for g in (r["bf16_grad"]
+                                                          for r in group_results))
+    # every value is a bfloat16 number (its low 16 bits zero)
+    bits = np.asarray(grads, np.float32).view(np.uint32)
+    assert (bits & 0xFFFF == 0).all()
+
+
+def test_grad_bucket_set_buffer_replaces():
+    import ember
+    from ember.distributed.algorithms._comm_types import GradBucket
+
+    b = GradBucket(0, ember.ones(4), [], [], True)
+    half = b.buffer().half()
+    b.set_buffer(half)
+    assert b.buffer() is half and b.buffer().dtype == ember.float16
+    with pytest.raises(ValueError, match="4 elements"):
+        b.set_buffer(ember.ones(3))
+
+
+def test_dist_network_error_on_unreachable_store():
+    assert issubclass(dist.DistNetworkError, dist.DistError)
+    assert not issubclass(dist.DistNetworkError, dist.DistStoreError)
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(dist.DistNetworkError, match="cannot connect"):
+        dist.TCPStore("127.0.0.1", port, 2, False, timedelta(seconds=0.3))
+
+
+def test_group_api_signatures_match_torch():
+    torch_dist = pytest.importorskip("torch.distributed")
+    import inspect
+
+    for name, param in (("new_group", "sort_ranks"), ("barrier", "timeout"),
+                        ("send_object_list", "use_batch"), ("recv_object_list", "use_batch")):
+        assert param in inspect.signature(getattr(torch_dist, name)).parameters
+        assert param in inspect.signature(getattr(dist, name)).parameters
+    for name in ("all_gather_single", "reduce_scatter_single", "DistNetworkError",
+                 "QueueEmptyError"):
+        assert hasattr(torch_dist, name) and hasattr(dist, name)

@@ -711,7 +711,7 @@ def test_tcp_store():
     finally:
         client.close()
         master.close()
-    with pytest.raises(dist.DistStoreError, match="cannot connect"):
+    with pytest.raises(dist.DistNetworkError, match="cannot connect"):
         dist.TCPStore("127.0.0.1", master.port, timeout=timedelta(seconds=0.3))
 
 

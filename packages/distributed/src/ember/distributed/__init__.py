@@ -29,7 +29,7 @@ except ImportError:  # not installed from a git checkout / sdist
     __version__ = "0.0.0"
 
 from . import algorithms as algorithms  # Join, DDP communication hooks
-from ._common import DistBackendError, DistError, ReduceOp
+from ._common import DistBackendError, DistError, DistNetworkError, ReduceOp
 from ._store import (
     DistStoreError,
     FileStore,
@@ -47,7 +47,7 @@ from .distributed_c10d import __all__ as _c10d_all
 from .distributed_c10d import default_pg_timeout
 
 __all__ = [
-    "DeviceMesh", "DistBackendError", "DistError", "DistStoreError", "FileStore", "Future",
+    "DeviceMesh", "DistBackendError", "DistError", "DistNetworkError", "DistStoreError", "FileStore", "Future",
     "GradBucket", "init_device_mesh",
     "HashStore", "PrefixStore", "QueueEmptyError", "ReduceOp", "Store", "TCPStore", "Work",
     "__version__", "default_pg_timeout",

@@ -17,7 +17,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from ._common import DistError
+from ._common import DistError, DistNetworkError
 
 __all__ = ["DistStoreError", "FileStore", "HashStore", "PrefixStore", "QueueEmptyError", "Store",
            "TCPStore"]
@@ -395,7 +395,7 @@ class _TCPServer:
             self.sock.bind((bind_host, port))
         except OSError as e:
             self.sock.close()
-            raise DistStoreError(f"TCPStore: cannot listen on {host}:{port}: {e}") from e
+            raise DistNetworkError(f"TCPStore: cannot listen on {host}:{port}: {e}") from e
         self.sock.listen(128)
         self.port = self.sock.getsockname()[1]
         self.closed = False
@@ -498,7 +498,7 @@ class TCPStore(Store):
                 return s
             except OSError as e:
                 if time.monotonic() > deadline:
-                    raise DistStoreError(
+                    raise DistNetworkError(
                         f"TCPStore: cannot connect to {self.host}:{self.port} within "
                         f"{self._timeout:g} s: {e}") from e
                 time.sleep(delay)

@@ -3,8 +3,9 @@
 Starts ``--nproc-per-node`` workers on this node, each with torchrun's environment (RANK,
 LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, ...), so that
 ``ember.distributed.init_process_group(backend)`` (``env://``) finds its peers. When a worker
-fails the others are stopped, the failed rank and its traceback are printed, and the launcher
-exits with that worker's code; ``--max-restarts N`` restarts the node's group up to N times.
+fails the others are stopped and, as torchrun, the launcher raises ``ChildFailedError`` whose
+report names each failed rank with its exit code and traceback (exit code 1);
+``--max-restarts N`` restarts the node's group up to N times.
 
 One machine::
 
