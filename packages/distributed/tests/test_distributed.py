@@ -819,7 +819,8 @@ def test_store_extended_api(tmp_path):
         stores = [master, dist.FileStore(str(tmp_path / "fs"), 1), dist.HashStore(),
                   dist.PrefixStore("p", dist.HashStore())]
         for s in stores:
-            assert s.has_extended_api()
+            # torch's FileStore says False (its append / multi_* still work)
+            assert s.has_extended_api() is not isinstance(s, dist.FileStore)
             s.append("log", b"a")
             s.append("log", "bc")
             s.multi_set(["x", "y"], [b"1", "2"])
