@@ -457,3 +457,61 @@ def test_group_api_signatures_match_torch():
     for name in ("all_gather_single", "reduce_scatter_single", "DistNetworkError",
                  "QueueEmptyError"):
         assert hasattr(torch_dist, name) and hasattr(dist, name)
+
+
+# ---- fully_shard: saving / loading state registers the sharded parameters first -------------
+
+
+def _fsdp_gathered_worker(rank: int, init: str, conn: Any) -> None:
+    try:
+        import ember
+        import ember.nn as nn
+        from ember.distributed.checkpoint.state_dict import (
+            get_model_state_dict,
+            get_optimizer_state_dict,
+        )
+        from ember.distributed.fsdp import fully_shard
+        from ember.distributed.tensor import DTensor
+
+        dist.init_process_group("shm", init_method=init, rank=rank, world_size=2,
+                                timeout=timedelta(seconds=60))
+        ember.manual_seed(0)
+        m = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+        fully_shard(m[0])
+        fully_shard(m)
+        opt = ember.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        m(ember.ones(2, 3)).sum().backward()
+        opt.step()
+        m(ember.ones(2, 3))  # a forward without backward: the root stays gathered
+        out: dict[str, Any] = {
+            "gathered": [type(p).__name__ for p in m.parameters()],
+        }
+        sd = m.state_dict()
+        out["state_dict"] = {k: isinstance(v, DTensor) for k, v in sd.items()}
+        out["after"] = [isinstance(p, DTensor) for p in m.parameters()]
+        m(ember.ones(2, 3))
+        osd = get_optimizer_state_dict(m, opt)
+        out["optim_keys"] = sorted(osd["state"])
+        msd = get_model_state_dict(m)
+        m(ember.ones(2, 3))
+        m.load_state_dict(msd)  # loading into a gathered root: its DTensors are loaded
+        out["loaded"] = [isinstance(p, DTensor) for p in m.parameters()]
+        dist.destroy_process_group()
+        conn.send(("ok", out))
+    except BaseException:  # noqa: BLE001
+        import traceback
+
+        conn.send(("err", traceback.format_exc()))
+
+
+def test_fully_shard_state_dict_reshards_a_gathered_root(tmp_path):
+    from dist_helpers import run_ranks
+
+    res = run_ranks(_fsdp_gathered_worker, 2, ("file://" + str(tmp_path / "store"),), 180)
+    for r in res:
+        # torch's layout: the inner module's parameters are DTensors, the root's gathered
+        assert r["gathered"] == ["DTensor", "DTensor", "Parameter", "Parameter"]
+        assert r["state_dict"] == {"0.weight": True, "0.bias": True, "1.weight": True,
+                                   "1.bias": True}
+        assert r["after"] == [True] * 4 and r["loaded"] == [True] * 4
+        assert r["optim_keys"] == ["0.bias", "0.weight", "1.bias", "1.weight"]
