@@ -67,6 +67,7 @@ PROGRAMS = {
     "elastic_restart": (1e-4, 1e-5),
     "groups_4ranks": (1e-4, 1e-5),
     "fsdp2_ac_sched": (1e-4, 1e-5),
+    "zero_finetune": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

@@ -515,3 +515,52 @@ def test_fully_shard_state_dict_reshards_a_gathered_root(tmp_path):
                                    "1.bias": True}
         assert r["after"] == [True] * 4 and r["loaded"] == [True] * 4
         assert r["optim_keys"] == ["0.bias", "0.weight", "1.bias", "1.weight"]
+
+
+# ---- ZeroRedundancyOptimizer is a Joinable ----------------------------------------------------
+
+
+def _zero_join_worker(rank: int, init: str, conn: Any) -> None:
+    try:
+        import ember
+        import ember.nn as nn
+        from ember.distributed.algorithms.join import Join, Joinable
+        from ember.distributed.optim import ZeroRedundancyOptimizer
+        from ember.nn.parallel import DistributedDataParallel as DDP
+
+        dist.init_process_group("shm", init_method=init, rank=rank, world_size=2,
+                                timeout=timedelta(seconds=60))
+        net = nn.Linear(2, 2, bias=False)
+        with ember.no_grad():
+            net.weight.copy_(ember.tensor([[1.0, 0.0], [0.0, 1.0]]))
+        model = DDP(net)
+        zopt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=ember.optim.SGD,
+                                       lr=0.5)
+        out: dict[str, Any] = {"joinable": isinstance(zopt, Joinable)}
+        # rank 0: 3 batches, rank 1: 1; loss sum(W x) so dW = x (averaged over the ranks)
+        n = 3 if rank == 0 else 1
+        with Join([model, zopt]):
+            for _ in range(n):
+                model(ember.tensor([[1.0, 2.0]])).sum().backward()
+                zopt.step()
+                zopt.zero_grad()
+        out["weight"] = model.module.weight.tolist()
+        dist.destroy_process_group()
+        conn.send(("ok", out))
+    except BaseException:  # noqa: BLE001
+        import traceback
+
+        conn.send(("err", traceback.format_exc()))
+
+
+def test_zero_redundancy_optimizer_under_join(tmp_path):
+    from dist_helpers import run_ranks
+
+    res = run_ranks(_zero_join_worker, 2, ("file://" + str(tmp_path / "store"),), 180)
+    assert res[0]["joinable"] and res[1]["joinable"]
+    # The single parameter is owned by rank 0. Step 1: both train, grad = [1, 2] in each row,
+    # W -= 0.5 [1, 2]. Steps 2 and 3: rank 1 has joined; DDP averages rank 0's gradient with
+    # the joined rank's zeros (divided by the initial world size): grad = [0.5, 1]; rank 0
+    # owns W and updates it, then broadcasts: W -= 2 * 0.5 * [0.5, 1].
+    expected = [[1.0 - 0.5 - 0.5, 0.0 - 1.0 - 1.0], [0.0 - 0.5 - 0.5, 1.0 - 1.0 - 1.0]]
+    assert res[0]["weight"] == expected and res[1]["weight"] == expected
