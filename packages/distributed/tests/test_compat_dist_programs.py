@@ -68,6 +68,7 @@ PROGRAMS = {
     "groups_4ranks": (1e-4, 1e-5),
     "fsdp2_ac_sched": (1e-4, 1e-5),
     "zero_finetune": (1e-4, 1e-5),
+    "contrastive_gather": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

@@ -564,3 +564,40 @@ def test_zero_redundancy_optimizer_under_join(tmp_path):
     # owns W and updates it, then broadcasts: W -= 2 * 0.5 * [0.5, 1].
     expected = [[1.0 - 0.5 - 0.5, 0.0 - 1.0 - 1.0], [0.0 - 0.5 - 0.5, 1.0 - 1.0 - 1.0]]
     assert res[0]["weight"] == expected and res[1]["weight"] == expected
+
+
+# ---- torch.distributed.nn.functional.all_reduce: every op has torch's backward --------------
+
+
+def _nn_all_reduce_worker(rank: int, init: str, conn: Any) -> None:
+    try:
+        import ember
+        import ember.distributed.nn.functional as dfn
+
+        dist.init_process_group("shm", init_method=init, rank=rank, world_size=2,
+                                timeout=timedelta(seconds=60))
+        out: dict[str, Any] = {}
+        for name, op in (("max", dist.ReduceOp.MAX), ("min", dist.ReduceOp.MIN),
+                         ("product", dist.ReduceOp.PRODUCT), ("sum", dist.ReduceOp.SUM)):
+            x = ember.tensor([1.0 + rank, 4.0 - rank], requires_grad=True)
+            y = dfn.all_reduce(x, op=op)
+            (y * ember.tensor([2.0 + rank, 3.0 - 2 * rank])).sum().backward()
+            out[name] = [y.tolist(), x.grad.tolist()]
+        dist.destroy_process_group()
+        conn.send(("ok", out))
+    except BaseException:  # noqa: BLE001
+        import traceback
+
+        conn.send(("err", traceback.format_exc()))
+
+
+def test_nn_functional_all_reduce_backward_for_every_op(tmp_path):
+    from dist_helpers import run_ranks
+
+    res = run_ranks(_nn_all_reduce_worker, 2, ("file://" + str(tmp_path / "store"),), 120)
+    # inputs: rank 0 [1, 4], rank 1 [2, 3]; upstream gradients: rank 0 [2, 3], rank 1 [3, 1];
+    # the backward all-reduces those with the forward's op (torch's rule)
+    expected = {"max": [[2.0, 4.0], [3.0, 3.0]], "min": [[1.0, 3.0], [2.0, 1.0]],
+                "product": [[2.0, 12.0], [6.0, 3.0]], "sum": [[3.0, 7.0], [5.0, 4.0]]}
+    for r in res:
+        assert r == expected
