@@ -3,7 +3,9 @@ list_keys, barrier and clone (and QueueEmptyError, DistNetworkError); ``torch.mu
 spawn``'s module path; the launcher's ChildFailedError / ProcessFailure report and torchrun's
 exit code 1; new_group(sort_ranks=False), barrier(timeout=), all_gather_single /
 reduce_scatter_single, HierarchicalModelAverager, fp16 / bf16_compress_wrapper and
-GradBucket.set_buffer replacing the bucket's tensor."""
+GradBucket.set_buffer replacing the bucket's tensor; fully_shard's state dict hooks;
+ZeroRedundancyOptimizer under Join; torch's backward of distributed.nn.functional.all_reduce
+for every op; torch.distributed.launcher.api (elastic_launch, LaunchConfig)."""
 
 from __future__ import annotations
 
@@ -601,3 +603,72 @@ def test_nn_functional_all_reduce_backward_for_every_op(tmp_path):
                 "product": [[2.0, 12.0], [6.0, 3.0]], "sum": [[3.0, 7.0], [5.0, 4.0]]}
     for r in res:
         assert r == expected
+
+
+# ---- torch.distributed.launcher.api: elastic_launch / LaunchConfig --------------------------
+
+
+def test_launch_config_checks():
+    from ember.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    cfg = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=2)
+    assert cfg.max_restarts == 3 and cfg.role == "default_role" and cfg.start_method == "spawn"
+    with pytest.raises(ValueError, match="min_nodes"):
+        LaunchConfig(min_nodes=2, max_nodes=1, nproc_per_node=1)
+    with pytest.raises(ValueError, match="nproc_per_node"):
+        LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=0)
+    with pytest.raises(NotImplementedError, match="one node"):
+        elastic_launch(LaunchConfig(min_nodes=1, max_nodes=2, nproc_per_node=1), print)()
+    with pytest.raises(ValueError, match="entrypoint"):
+        elastic_launch(cfg, None)()
+    with pytest.raises(TypeError, match="entrypoint"):
+        elastic_launch(cfg, 3)()
+
+
+def test_launch_config_matches_torch():
+    api = pytest.importorskip("torch.distributed.launcher.api")
+    import dataclasses
+
+    from ember.distributed.launcher import api as mine
+
+    theirs = {f.name for f in dataclasses.fields(api.LaunchConfig)}
+    ours = {f.name for f in dataclasses.fields(mine.LaunchConfig)}
+    assert theirs <= ours, theirs - ours
+
+
+def test_elastic_launch_functions_restarts_and_failures(tmp_path):
+    # a child Python: the entry points must be importable by the spawned workers
+    mod = tmp_path / "entry.py"
+    mod.write_text(
+        "import os\n"
+        "import ember, ember.distributed as dist\n"
+        "def total(x):\n"
+        "    dist.init_process_group('shm')\n"
+        "    t = ember.tensor([x * (dist.get_rank() + 1)])\n"
+        "    dist.all_reduce(t)\n"
+        "    dist.destroy_process_group()\n"
+        "    return t.item()\n"
+        "def flaky():\n"
+        "    n = int(os.environ['TORCHELASTIC_RESTART_COUNT'])\n"
+        "    if os.environ['RANK'] == '0' and n < 2:\n"
+        "        raise KeyError('try ' + str(n))\n"
+        "    return n\n")
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "import entry\n"
+        "from ember.distributed.launcher.api import LaunchConfig, elastic_launch\n"
+        "from ember.distributed.elastic.multiprocessing.errors import ChildFailedError\n"
+        "cfg = lambda r: LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=2,\n"
+        "                              max_restarts=r, rdzv_endpoint='localhost:0')\n"
+        "print(elastic_launch(cfg(0), entry.total)(1.5))\n"
+        "print(elastic_launch(cfg(2), entry.flaky)())\n"
+        "try:\n"
+        "    elastic_launch(cfg(1), entry.flaky)()\n"
+        "except ChildFailedError as e:\n"
+        "    r, f = e.get_first_failure()\n"
+        "    print(r, f.exitcode, f.message)\n")
+    r = _python(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["{0: 4.5, 1: 4.5}", "{0: 2, 1: 2}",
+                                     "0 1 KeyError: 'try 1'"]
