@@ -70,6 +70,7 @@ PROGRAMS = {
     "zero_finetune": (1e-4, 1e-5),
     "contrastive_gather": (1e-4, 1e-5),
     "elastic_launch_api": (0, 0),
+    "odd_objects": (0, 0),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 
