@@ -672,3 +672,67 @@ def test_elastic_launch_functions_restarts_and_failures(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["{0: 4.5, 1: 4.5}", "{0: 2, 1: 2}",
                                      "0 1 KeyError: 'try 1'"]
+
+
+# ---- ddp_comm_hooks.register_ddp_comm_hook / DDPCommHookType / noop_hook -------------------
+
+
+def _comm_hook_type_worker(rank: int, init: str, conn: Any) -> None:
+    try:
+        import ember
+        import ember.nn as nn
+        from ember.distributed.algorithms.ddp_comm_hooks import (
+            DDPCommHookType,
+            register_ddp_comm_hook,
+        )
+        from ember.nn.parallel import DistributedDataParallel as DDP
+
+        dist.init_process_group("shm", init_method=init, rank=rank, world_size=2,
+                                timeout=timedelta(seconds=60))
+        out: dict[str, Any] = {}
+        for kind in ("ALLREDUCE", "NOOP", "POWER_SGD", "FP16_COMPRESS"):
+            net = nn.Linear(2, 1, bias=False)
+            with ember.no_grad():
+                net.weight.fill_(1.0)
+            m = DDP(net)
+            register_ddp_comm_hook(DDPCommHookType[kind], m)
+            x = ember.tensor([[1.0 + rank, 1.0 / 3.0 + rank]])
+            m(x).sum().backward()
+            out[kind] = m.module.weight.grad.tolist()[0]
+            if kind == "POWER_SGD":
+                state = m.reducer.comm_hook[0]
+                out["psgd_state"] = [state.matrix_approximation_rank, state.start_powerSGD_iter]
+        with pytest.raises(TypeError, match="DDPCommHookType"):
+            register_ddp_comm_hook("ALLREDUCE", m)
+        dist.destroy_process_group()
+        conn.send(("ok", out))
+    except BaseException:  # noqa: BLE001
+        import traceback
+
+        conn.send(("err", traceback.format_exc()))
+
+
+def test_register_ddp_comm_hook_by_type(tmp_path):
+    import numpy as np
+    from dist_helpers import run_ranks
+
+    res = run_ranks(_comm_hook_type_worker, 2, ("file://" + str(tmp_path / "store"),), 180)
+    mean = [1.5, 1.0 / 3.0 + 0.5]
+    for rank, r in enumerate(res):
+        assert r["ALLREDUCE"] == pytest.approx(mean)
+        assert r["NOOP"] == pytest.approx([1.0 + rank, 1.0 / 3.0 + rank])  # local, unreduced
+        assert r["POWER_SGD"] == pytest.approx(mean)  # before start_powerSGD_iter: all-reduce
+        assert r["psgd_state"] == [1, 1000]
+        # the average of float16 halves: 1/6 -> float16 -> 0.16662598
+        halves = np.float16(np.float32(1.0 / 3.0) / 2) + np.float16(np.float32(4.0 / 3.0) / 2)
+        assert r["FP16_COMPRESS"] == [0.75 + 0.75, float(np.float32(np.float16(halves)))]
+
+
+def test_ddp_comm_hook_type_names_match_torch():
+    hooks = pytest.importorskip("torch.distributed.algorithms.ddp_comm_hooks")
+    from ember.distributed.algorithms import ddp_comm_hooks as mine
+
+    theirs = {m.name for m in hooks.DDPCommHookType} - {"QUANTIZE_PER_TENSOR",
+                                                         "QUANTIZE_PER_CHANNEL"}
+    assert theirs == {m.name for m in mine.DDPCommHookType}
+    assert mine.default is mine.default_hooks and mine.powerSGD is mine.powerSGD_hook
