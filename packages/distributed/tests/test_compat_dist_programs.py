@@ -62,6 +62,15 @@ PROGRAMS = {
     "eval_collectives": (1e-5, 1e-6),
     "dtensor_nn_ops": (1e-4, 1e-5),
     "dtensor_strided_shard": (1e-4, 1e-5),
+    "store_rendezvous": (0, 0),
+    "hogwild_shared": (1e-4, 1e-5),
+    "elastic_restart": (1e-4, 1e-5),
+    "groups_4ranks": (1e-4, 1e-5),
+    "fsdp2_ac_sched": (1e-4, 1e-5),
+    "zero_finetune": (1e-4, 1e-5),
+    "contrastive_gather": (1e-4, 1e-5),
+    "elastic_launch_api": (0, 0),
+    "odd_objects": (0, 0),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

@@ -218,8 +218,10 @@ def test_differentiable_collectives_on_one_rank(world1):
     (a2a,) = dnn.all_to_all([ember.empty(1)], [z * 5])
     (r + a2a).sum().backward()
     assert z.grad.tolist() == [6.0]
-    with pytest.raises(RuntimeError, match="only ReduceOp.SUM and AVG"):
-        dnn.all_reduce(x, op=dist.ReduceOp.MAX).sum().backward()
+    # MAX's backward: the gradients all-reduced with MAX, as torch's (one rank: unchanged)
+    x.grad = None
+    (dnn.all_reduce(x, op=dist.ReduceOp.MAX) * ember.tensor([2.0, 5.0])).sum().backward()
+    assert x.grad.tolist() == [2.0, 5.0]
 
 
 def test_ddp_set_static_graph_after_construction(world1):

@@ -711,7 +711,7 @@ def test_tcp_store():
     finally:
         client.close()
         master.close()
-    with pytest.raises(dist.DistStoreError, match="cannot connect"):
+    with pytest.raises(dist.DistNetworkError, match="cannot connect"):
         dist.TCPStore("127.0.0.1", master.port, timeout=timedelta(seconds=0.3))
 
 
@@ -819,7 +819,8 @@ def test_store_extended_api(tmp_path):
         stores = [master, dist.FileStore(str(tmp_path / "fs"), 1), dist.HashStore(),
                   dist.PrefixStore("p", dist.HashStore())]
         for s in stores:
-            assert s.has_extended_api()
+            # torch's FileStore says False (its append / multi_* still work)
+            assert s.has_extended_api() is not isinstance(s, dist.FileStore)
             s.append("log", b"a")
             s.append("log", "bc")
             s.multi_set(["x", "y"], [b"1", "2"])

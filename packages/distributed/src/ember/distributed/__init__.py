@@ -29,8 +29,16 @@ except ImportError:  # not installed from a git checkout / sdist
     __version__ = "0.0.0"
 
 from . import algorithms as algorithms  # Join, DDP communication hooks
-from ._common import DistBackendError, DistError, ReduceOp
-from ._store import DistStoreError, FileStore, HashStore, PrefixStore, Store, TCPStore
+from ._common import DistBackendError, DistError, DistNetworkError, ReduceOp
+from ._store import (
+    DistStoreError,
+    FileStore,
+    HashStore,
+    PrefixStore,
+    QueueEmptyError,
+    Store,
+    TCPStore,
+)
 from ._work import Future, Work
 from .algorithms import GradBucket
 from .device_mesh import DeviceMesh, init_device_mesh
@@ -39,8 +47,9 @@ from .distributed_c10d import __all__ as _c10d_all
 from .distributed_c10d import default_pg_timeout
 
 __all__ = [
-    "DeviceMesh", "DistBackendError", "DistError", "DistStoreError", "FileStore", "Future",
+    "DeviceMesh", "DistBackendError", "DistError", "DistNetworkError", "DistStoreError", "FileStore", "Future",
     "GradBucket", "init_device_mesh",
-    "HashStore", "PrefixStore", "ReduceOp", "Store", "TCPStore", "Work", "__version__", "default_pg_timeout",
+    "HashStore", "PrefixStore", "QueueEmptyError", "ReduceOp", "Store", "TCPStore", "Work",
+    "__version__", "default_pg_timeout",
     *_c10d_all,
 ]

@@ -19,6 +19,11 @@ class DistBackendError(DistError):
     """A collective failed: a rank died, hung past the timeout, or the ranks disagree."""
 
 
+class DistNetworkError(DistError):  # torch: DistNetworkError < DistError < RuntimeError
+    """A network operation failed: a TCPStore client could not reach its server in time, or
+    the server could not listen on its port."""
+
+
 class ReduceOp(enum.IntEnum):
     """How all_reduce, reduce and reduce_scatter combine the ranks' tensors.
 

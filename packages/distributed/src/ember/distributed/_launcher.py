@@ -361,9 +361,12 @@ def _log(msg: str) -> None:
     print(f"{_LOG_PREFIX} {msg}", file=sys.stderr, flush=True)
 
 
-def launch(cfg: LaunchConfig, entrypoint: str, args: list[str]) -> int:
+def launch(cfg: LaunchConfig, entrypoint: str, args: list[str],
+           raise_on_failure: bool = False) -> int:
     """Runs the node's workers until they all succeed (returns 0) or one fails after the last
-    allowed restart (returns the failed worker's exit code, 128 + signal for a signal)."""
+    allowed restart (returns the failed worker's exit code, 128 + signal for a signal; with
+    raise_on_failure, raises ChildFailedError naming every failed rank instead, as torchrun
+    does)."""
     error_dir = tempfile.mkdtemp(prefix="emberrun_")
     log_dir = None
     if cfg.redirects or cfg.tee:
@@ -410,6 +413,15 @@ def launch(cfg: LaunchConfig, entrypoint: str, args: list[str]) -> int:
                     f"(restart {attempt} of {cfg.max_restarts}):\n{first.describe()}"
                 )
                 continue
+            if raise_on_failure:
+                from .elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+                raise ChildFailedError(entrypoint, {
+                    f.rank: ProcessFailure(local_rank=f.local_rank, pid=f.pid,
+                                           exitcode=f.exitcode, error_file="",
+                                           message=f.message, traceback=f.traceback,
+                                           timestamp=f.timestamp)
+                    for f in sorted(failures, key=lambda f: f.rank)})
             bar = "=" * 72
             others = sorted({f.rank for f in failures} - {first.rank})
             also = f" (also failed: ranks {others})" if others else ""

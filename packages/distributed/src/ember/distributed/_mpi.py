@@ -449,8 +449,13 @@ class MpiBackend:
         self._avg(a, op)
         ob.finish()
 
-    def barrier(self) -> None:
-        self._wait(self.comm.Ibarrier(), "barrier")
+    def barrier(self, timeout: float | None = None) -> None:
+        """timeout: seconds for this barrier (None: the group's)."""
+        req = self.comm.Ibarrier()
+        if timeout is None:
+            self._wait(req, "barrier")
+        elif not req.Test() and not self._poll(req, time.monotonic() + timeout):
+            self._timed_out("barrier", req, (), None)
 
     # ---- point to point --------------------------------------------------------------------
     def send(self, t: Any, dst: int, tag: int) -> None:

@@ -300,8 +300,9 @@ class ShmBackend:
                 self._xchg(name, puts, [], red)
         ob.finish()
 
-    def barrier(self) -> None:
-        self._wait(self.g.barrier(self.timeout), "barrier")
+    def barrier(self, timeout: float | None = None) -> None:
+        """timeout: seconds for this barrier (None: the group's)."""
+        self._wait(self.g.barrier(self.timeout if timeout is None else timeout), "barrier")
 
     # ---- point to point (called on per-peer executors) ------------------------------------
     def send(self, t: Any, dst: int, tag: int) -> None:

@@ -17,15 +17,23 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from ._common import DistError
+from ._common import DistError, DistNetworkError
 
-__all__ = ["DistStoreError", "FileStore", "HashStore", "PrefixStore", "Store", "TCPStore"]
+__all__ = ["DistStoreError", "FileStore", "HashStore", "PrefixStore", "QueueEmptyError", "Store",
+           "TCPStore"]
 
 _DEFAULT_TIMEOUT = timedelta(seconds=300)
 
 
 class DistStoreError(DistError):  # torch: DistStoreError < DistError < RuntimeError
     """A store operation failed or timed out."""
+
+
+class QueueEmptyError(DistStoreError):  # torch: QueueEmptyError < DistStoreError
+    """A non-blocking ``queue_pop`` found the queue empty."""
+
+
+_INTERNAL = "__ember_store_clients__"  # TCPStore's count of joined clients; never listed
 
 
 def _as_bytes(value: Any) -> bytes:
@@ -53,7 +61,11 @@ class _Table:
 
     def __init__(self) -> None:
         self.data: dict[str, bytes] = {}
+        self.queues: dict[str, list[bytes]] = {}  # queue_push / queue_pop, apart from data
         self.cond = threading.Condition()
+
+    def _has(self, key: str) -> bool:
+        return key in self.data or bool(self.queues.get(key))
 
     def set(self, key: str, value: bytes) -> None:
         with self.cond:
@@ -89,7 +101,7 @@ class _Table:
     def wait(self, keys: list[str], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         with self.cond:
-            while not all(k in self.data for k in keys):
+            while not all(self._has(k) for k in keys):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -102,7 +114,32 @@ class _Table:
 
     def check(self, keys: list[str]) -> bool:
         with self.cond:
-            return all(k in self.data for k in keys)
+            return all(self._has(k) for k in keys)
+
+    def queue_push(self, key: str, value: bytes) -> None:
+        with self.cond:
+            self.queues.setdefault(key, []).append(value)
+            self.cond.notify_all()
+
+    def queue_pop(self, key: str) -> bytes | None:
+        """The queue's oldest value, or None when it is empty (the client waits and retries)."""
+        with self.cond:
+            q = self.queues.get(key)
+            if not q:
+                return None
+            value = q.pop(0)
+            if not q:
+                del self.queues[key]
+            return value
+
+    def queue_len(self, key: str) -> int:
+        with self.cond:
+            return len(self.queues.get(key, ()))
+
+    def list_keys(self) -> list[str]:
+        with self.cond:
+            keys = [k for k in self.data if k != _INTERNAL]
+            return keys + [k for k, q in self.queues.items() if q and k not in self.data]
 
     def delete(self, key: str) -> bool:
         with self.cond:
@@ -209,6 +246,62 @@ class Store:
         """How many keys the store holds."""
         return int(self._op("num_keys"))
 
+    def list_keys(self) -> list[str]:
+        """Every key the store holds (a queue's key while it has items).
+
+        >>> s = HashStore(); s.set("a", "1"); s.list_keys()
+        ['a']
+        """
+        return list(self._op("list_keys"))
+
+    def queue_push(self, key: str, value: bytes | str) -> None:
+        """Appends value to the FIFO queue at key (made on first push); a waiter on key wakes.
+
+        >>> s = HashStore(); s.queue_push("q", "a"); s.queue_push("q", b"b"); s.queue_len("q")
+        2
+        """
+        self._op("queue_push", key, _as_bytes(value))
+
+    def queue_pop(self, key: str, block: bool = True) -> bytes:
+        """Removes and returns the oldest value of the queue at key. With block=True it waits
+        up to the store's timeout for one (then DistStoreError); with block=False an empty queue
+        raises QueueEmptyError.
+
+        >>> s = HashStore(); s.queue_push("q", "a"); s.queue_pop("q")
+        b'a'
+        """
+        deadline = time.monotonic() + self._timeout
+        while True:
+            value = self._op("queue_pop", key)
+            if value is not None:
+                return value
+            if not block:
+                raise QueueEmptyError(f"{type(self).__name__}.queue_pop: queue {key!r} is empty")
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._op("wait", [key], left):
+                raise DistStoreError(f"{type(self).__name__}.queue_pop: timed out after "
+                                     f"{self._timeout:g} s waiting for an item in queue {key!r}")
+
+    def queue_len(self, key: str) -> int:
+        """How many values the queue at key holds (0 for a queue never pushed to)."""
+        return int(self._op("queue_len", key))
+
+    def barrier(self, key: str, world_size: int, timeout: timedelta | None = None) -> None:
+        """Blocks until world_size callers (processes or threads) called barrier with key;
+        DistStoreError after timeout (default: the store's).
+
+        >>> HashStore().barrier("start", 1)
+        """
+        if int(world_size) < 1:
+            raise ValueError(f"store.barrier: world_size must be >= 1, got {world_size}")
+        if self.add(f"{key}/num_members", 1) == int(world_size):
+            self.set(f"{key}/last_member", "1")
+        self.wait([f"{key}/last_member"], timeout)
+
+    def clone(self) -> Store:
+        """A new handle to the same underlying store (for use from another thread)."""
+        raise NotImplementedError(f"{type(self).__name__}.clone is not supported")
+
 
 class HashStore(Store):
     """An in-process store (threads of one process).
@@ -225,6 +318,12 @@ class HashStore(Store):
 
     def _op(self, cmd: str, *args: Any) -> Any:
         return _dispatch(self._table, cmd, args)
+
+    def clone(self) -> HashStore:
+        """A handle sharing this store's table."""
+        c = HashStore()
+        c._table, c._timeout = self._table, self._timeout
+        return c
 
 
 def _dispatch(table: _Table, cmd: str, args: tuple) -> Any:
@@ -250,6 +349,14 @@ def _dispatch(table: _Table, cmd: str, args: tuple) -> Any:
         return table.delete(*args)
     if cmd == "num_keys":
         return table.num_keys()
+    if cmd == "queue_push":
+        return table.queue_push(*args)
+    if cmd == "queue_pop":
+        return table.queue_pop(*args)
+    if cmd == "queue_len":
+        return table.queue_len(*args)
+    if cmd == "list_keys":
+        return table.list_keys()
     raise DistStoreError(f"store: unknown command {cmd!r}")
 
 
@@ -288,7 +395,7 @@ class _TCPServer:
             self.sock.bind((bind_host, port))
         except OSError as e:
             self.sock.close()
-            raise DistStoreError(f"TCPStore: cannot listen on {host}:{port}: {e}") from e
+            raise DistNetworkError(f"TCPStore: cannot listen on {host}:{port}: {e}") from e
         self.sock.listen(128)
         self.port = self.sock.getsockname()[1]
         self.closed = False
@@ -368,6 +475,7 @@ class TCPStore(Store):
         self.port = self._server.port if self._server else int(port)
         self._world_size = world_size
         self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
         self._sock = self._connect()
         if world_size is not None and world_size > 0:
             self.add("__ember_store_clients__", 1)
@@ -390,7 +498,7 @@ class TCPStore(Store):
                 return s
             except OSError as e:
                 if time.monotonic() > deadline:
-                    raise DistStoreError(
+                    raise DistNetworkError(
                         f"TCPStore: cannot connect to {self.host}:{self.port} within "
                         f"{self._timeout:g} s: {e}") from e
                 time.sleep(delay)
@@ -420,6 +528,16 @@ class TCPStore(Store):
         if status != "ok":
             raise DistStoreError(f"TCPStore: {cmd} failed on the server: {value}")
         return value
+
+    def clone(self) -> TCPStore:
+        """A new client connection to the same server (not a master, joins no count)."""
+        c = TCPStore.__new__(TCPStore)
+        Store.__init__(c, timedelta(seconds=self._timeout))
+        c.host, c.port, c._server, c._world_size = self.host, self.port, None, self._world_size
+        c._lock = threading.Lock()
+        c._sock = None
+        c._sock = c._connect()
+        return c
 
     def num_keys(self) -> int:
         """How many keys the store holds (its internal worker counter excluded)."""
@@ -528,6 +646,23 @@ class FileStore(Store):
 
         return self._locked(fn)
 
+    def clone(self) -> FileStore:
+        """Another user of the same file."""
+        return FileStore(self.path, self.world_size, timedelta(seconds=self._timeout))
+
+    def has_extended_api(self) -> bool:
+        """False, as torch's FileStore (append / multi_get / multi_set still work here)."""
+        return False
+
+    def queue_push(self, key: str, value: bytes | str) -> None:
+        raise NotImplementedError("FileStore: queue support is not implemented.")
+
+    def queue_pop(self, key: str, block: bool = True) -> bytes:
+        raise NotImplementedError("FileStore: queue support is not implemented.")
+
+    def queue_len(self, key: str) -> int:
+        raise NotImplementedError("FileStore: queue support is not implemented.")
+
     def close(self) -> None:
         """Leaves the file (deleting it if this was its last user, see the class doc); the
         store cannot be used afterwards. Garbage collection does the same."""
@@ -574,4 +709,16 @@ class PrefixStore(Store):
             return self.underlying_store._op(cmd, [self._k(k) for k in args[0]], *args[1:])
         if cmd == "num_keys":
             return self.underlying_store._op(cmd)
+        if cmd == "list_keys":  # only this namespace's keys, without the prefix
+            start = self._k("")
+            return [k[len(start):] for k in self.underlying_store._op(cmd) if k.startswith(start)]
         return self.underlying_store._op(cmd, self._k(args[0]), *args[1:])
+
+    def has_extended_api(self) -> bool:
+        return self.underlying_store.has_extended_api()
+
+    def clone(self) -> PrefixStore:
+        """The same prefix over a clone of the underlying store."""
+        c = PrefixStore(self.prefix, self.underlying_store.clone())
+        c._timeout = self._timeout
+        return c

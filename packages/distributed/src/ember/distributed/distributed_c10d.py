@@ -652,18 +652,22 @@ def _pg(group: Any) -> ProcessGroup | None:
 def new_group(ranks: list[int] | None = None, timeout: timedelta | None = None,
               backend: str | None = None, pg_options: Any = None,
               use_local_synchronization: bool = False, group_desc: str | None = None,
-              device_id: Any = None) -> ProcessGroup | object:
+              device_id: Any = None, sort_ranks: bool = True) -> ProcessGroup | object:
     """A new group of some ranks of the world. Every rank of the world must call it, in the same
-    order; ranks outside `ranks` get GroupMember.NON_GROUP_MEMBER.
+    order; ranks outside `ranks` get GroupMember.NON_GROUP_MEMBER. Group rank i is the i-th
+    smallest of ranks, or with sort_ranks=False the i-th of ranks as given.
 
     Example::
 
         >>> evens = dist.new_group([0, 2])  # doctest: +SKIP
+        >>> backwards = dist.new_group([3, 2, 1, 0], sort_ranks=False)  # doctest: +SKIP
     """
     d = _default()
     world = _state.world_size
-    ranks = (sorted(range(world)) if ranks is None
-             else sorted(_rank_arg("new_group", "each of ranks", r) for r in ranks))
+    ranks = (list(range(world)) if ranks is None
+             else [_rank_arg("new_group", "each of ranks", r) for r in ranks])
+    if sort_ranks:
+        ranks = sorted(ranks)
     if len(set(ranks)) != len(ranks) or any(not 0 <= r < world for r in ranks):
         raise ValueError(f"new_group: ranks {ranks} must be distinct ranks below the world size "
                          f"{world}")
@@ -1275,16 +1279,26 @@ def all_to_all_single(output: Any, input: Any,  # noqa: A002
 
 
 def barrier(group: ProcessGroup | None = None, async_op: bool = False,
-            device_ids: Any = None) -> Work | None:
+            device_ids: Any = None, timeout: timedelta | None = None) -> Work | None:
     """Waits until every rank of group reached the barrier (in a nccl group: a one-element
     all-reduce on device_ids[0], else the device used last, else the current one; the host
-    waits for it)."""
+    waits for it). timeout: for this barrier, instead of the group's (CPU backends).
+
+    Example::
+
+        >>> dist.barrier(timeout=timedelta(seconds=30))  # doctest: +SKIP
+    """
     pg = _pg(group)
     if pg is None:
         return None
     if pg.is_nccl:
         return pg.impl.barrier(async_op, device_ids)
-    return _run(pg, "barrier", str, pg.impl.barrier, [], async_op)
+    if timeout is None:
+        return _run(pg, "barrier", str, pg.impl.barrier, [], async_op)
+    seconds = _seconds(timeout)
+    if seconds <= 0:
+        raise ValueError(f"barrier: timeout must be positive, got {timeout!r}")
+    return _run(pg, "barrier", str, lambda: pg.impl.barrier(seconds), [], async_op)
 
 
 def _same_dtype_list(name: str, arg: str, tensors: Any) -> list:
@@ -1721,9 +1735,10 @@ def gather_object(obj: Any, object_gather_list: list | None = None, dst: int | N
 
 def send_object_list(object_list: list, dst: int | None = None,
                      group: ProcessGroup | None = None, device: Any = None,
-                     group_dst: int | None = None) -> None:
+                     group_dst: int | None = None, use_batch: bool = False) -> None:
     """Sends the picklable objects of object_list to rank dst (which calls recv_object_list
-    with a list of the same length).
+    with a list of the same length). use_batch is accepted for torch's signature (the messages
+    are the same either way).
 
     Example::
 
@@ -1742,7 +1757,7 @@ def send_object_list(object_list: list, dst: int | None = None,
 
 def recv_object_list(object_list: list, src: int | None = None,
                      group: ProcessGroup | None = None, device: Any = None,
-                     group_src: int | None = None) -> int:
+                     group_src: int | None = None, use_batch: bool = False) -> int:
     """Receives into object_list (same length as the sender's) the objects that rank src (any
     rank when None) sent with send_object_list; returns the sender's rank.
 
@@ -1809,6 +1824,34 @@ __all__ = [
     "isend", "monitored_barrier", "new_group", "new_subgroups", "new_subgroups_by_enumeration",
     "split_group",
     "recv", "recv_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor", "scatter",
+    "all_gather_single", "reduce_scatter_single",
     "scatter_object_list", "send", "send_object_list", "set_debug_level",
     "set_debug_level_from_env",
 ]
+
+
+def all_gather_single(output_tensor: Any, input_tensor: Any, group: ProcessGroup | None = None,
+                      async_op: bool = False) -> Work | None:
+    """torch 2.13's name of ``all_gather_into_tensor``: every rank's equal-sized input_tensor,
+    concatenated (or stacked) along dim 0 into output_tensor.
+
+    Example::
+
+        >>> out = ember.empty(2 * dist.get_world_size())  # doctest: +SKIP
+        >>> dist.all_gather_single(out, ember.ones(2))  # doctest: +SKIP
+    """
+    return all_gather_into_tensor(output_tensor, input_tensor, group=group, async_op=async_op)
+
+
+def reduce_scatter_single(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM,  # noqa: A002
+                          group: ProcessGroup | None = None,
+                          async_op: bool = False) -> Work | None:
+    """torch 2.13's name of ``reduce_scatter_tensor``: input (world_size pieces along dim 0,
+    concatenated or stacked) reduced over the ranks, rank i keeping piece i in output.
+
+    Example::
+
+        >>> out = ember.empty(2)  # doctest: +SKIP
+        >>> dist.reduce_scatter_single(out, ember.ones(2 * dist.get_world_size()))  # doctest: +SKIP
+    """
+    return reduce_scatter_tensor(output, input, op=op, group=group, async_op=async_op)

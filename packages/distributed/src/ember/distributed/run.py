@@ -3,8 +3,9 @@
 Starts ``--nproc-per-node`` workers on this node, each with torchrun's environment (RANK,
 LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, ...), so that
 ``ember.distributed.init_process_group(backend)`` (``env://``) finds its peers. When a worker
-fails the others are stopped, the failed rank and its traceback are printed, and the launcher
-exits with that worker's code; ``--max-restarts N`` restarts the node's group up to N times.
+fails the others are stopped and, as torchrun, the launcher raises ``ChildFailedError`` whose
+report names each failed rank with its exit code and traceback (exit code 1);
+``--max-restarts N`` restarts the node's group up to N times.
 
 One machine::
 
@@ -251,7 +252,10 @@ def config_from_args(args: argparse.Namespace) -> LaunchConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Launches the node's workers for parsed ``args``; returns the launcher's exit code."""
+    """Launches the node's workers for parsed ``args``; returns the launcher's exit code (0, 2
+    for a bad command line, 128 + signal when the launcher is stopped by one). Workers that
+    failed after the last restart raise ChildFailedError (torchrun's), whose report names
+    each failed rank, its exit code and traceback; uncaught, it ends the launcher with code 1."""
     try:
         cfg = config_from_args(args)
     except ValueError as e:
@@ -262,7 +266,8 @@ def run(args: argparse.Namespace) -> int:
             f"emberrun: error: training script not found: {args.training_script}", file=sys.stderr
         )
         return 2
-    return launch(cfg, args.training_script, list(args.training_script_args))
+    return launch(cfg, args.training_script, list(args.training_script_args),
+                  raise_on_failure=True)
 
 
 def main(args: list[str] | None = None) -> None:

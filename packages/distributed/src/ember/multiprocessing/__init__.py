@@ -40,12 +40,13 @@ tensor([0., 1., 2., 3.])
 from __future__ import annotations
 
 import multiprocessing as _std_mp
+import sys as _sys
 
 from ember import _C
 from ember import multiprocessing_reductions as _reductions
 from ember.multiprocessing_reductions import init_reductions
 
-from . import _context, _fd
+from . import _context, _fd, _spawn
 from ._context import cleanup_segments
 from ._spawn import (
     ProcessContext,
@@ -135,6 +136,11 @@ __all__ = [
     "start_processes",
 ]
 __all__ += _std_mp.__all__
+
+# torch's module path of the spawn API (``from torch.multiprocessing.spawn import
+# ProcessRaisedException``); registered rather than a spawn.py so that importing it never
+# rebinds this package's ``spawn`` function to the module.
+_sys.modules.setdefault(__name__ + ".spawn", _spawn)
 
 init_reductions()
 _context.install_exit_hook()

@@ -66,13 +66,24 @@ class GradBucket:
         return self._buffer
 
     def set_buffer(self, buffer: Any) -> None:
-        """Replaces the flat tensor (same size and dtype) that DDP copies back into the grads."""
-        if tuple(buffer.shape) != tuple(self._buffer.shape) or buffer.dtype != self._buffer.dtype:
+        """Replaces the bucket's tensor with buffer (as torch: e.g. a float16 copy that a hook
+        wrapper hands to the hook it wraps). DDP takes the gradients from the value of the
+        hook's future, not from this tensor; buffer must have the bucket's number of elements.
+
+        >>> import ember
+        >>> b = GradBucket(0, ember.ones(3), [], [], True)
+        >>> b.set_buffer(b.buffer().half()); b.buffer().dtype
+        ember.float16
+        """
+        import ember
+
+        if not isinstance(buffer, ember.Tensor) or buffer.numel() != self._buffer.numel():
             raise ValueError(
-                f"GradBucket.set_buffer: expected a {self._buffer.dtype} tensor of shape "
-                f"{tuple(self._buffer.shape)}, got {buffer.dtype} {tuple(buffer.shape)}"
+                f"GradBucket.set_buffer: expected a tensor of {self._buffer.numel()} elements "
+                f"(the bucket's), got {type(buffer).__name__} "
+                f"{tuple(getattr(buffer, 'shape', ()))}"
             )
-        self._buffer.copy_(buffer)
+        self._buffer = buffer
 
     def gradients(self) -> list:
         """Per parameter, its gradient as a view into ``buffer()``."""

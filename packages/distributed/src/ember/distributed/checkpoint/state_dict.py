@@ -115,6 +115,11 @@ def _optimizers(optimizers: Any) -> list[Any]:
 
 def _param_names(model: nn.Module) -> dict[int, str]:
     """id(parameter) -> its name (the first, for tied parameters)."""
+    from ember.distributed.fsdp._fully_shard import FSDPModule
+
+    for m in model.modules():  # fully_shard modules left gathered: their DTensors, as torch
+        if isinstance(m, FSDPModule):
+            m.reshard()
     names: dict[int, str] = {}
     for name, p in _inner(model).named_parameters(remove_duplicate=False):
         names.setdefault(id(p), _clean(name))

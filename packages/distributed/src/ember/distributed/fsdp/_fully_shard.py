@@ -598,8 +598,22 @@ def fully_shard(module: nn.Module, *, mesh: Any = None, reshard_after_forward: b
     module._fsdp_state = _State(module, mesh, params, reshard_after_forward, mp_policy)
     module.register_forward_pre_hook(_pre_forward, with_kwargs=True)
     module.register_forward_hook(_post_forward, with_kwargs=True)
+    _register_state_dict_hooks(module._fsdp_state)
     _LIVE.append(weakref.ref(module))
     return module
+
+
+def _register_state_dict_hooks(state: _State) -> None:
+    """As torch: saving or loading the state of a module holding the group's parameters
+    registers the sharded ones first (a root left gathered by a forward without backward, or a
+    module unsharded by hand, still saves and loads its DTensors)."""
+    def to_sharded(*_args: Any, **_kwargs: Any) -> None:
+        _reshard(state)
+
+    owners: dict[int, nn.Module] = {id(p.owner): p.owner for p in state.params}
+    for owner in owners.values():
+        owner.register_state_dict_pre_hook(to_sharded)
+        owner._register_load_state_dict_pre_hook(to_sharded)
 
 
 def _tp_layout(p: Any, mesh: Any, name: str, owner: nn.Module) -> tuple[Any, _Layout]:

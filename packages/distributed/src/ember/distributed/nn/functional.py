@@ -52,9 +52,8 @@ class _AllReduce(ember.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: Any) -> tuple:
-        if ctx.op not in (ReduceOp.SUM, ReduceOp.AVG):
-            raise RuntimeError(f"all_reduce backward: only ReduceOp.SUM and AVG have a "
-                               f"gradient here, got {ReduceOp(ctx.op).name}")
+        # torch's rule for every op: the gradients all-reduced with the same op (exact for
+        # SUM and AVG; for MAX / MIN / PRODUCT what torch gives, not the true derivative)
         g = grad.clone()
         c10d.all_reduce(g, op=ctx.op, group=ctx.group)
         return None, None, g
@@ -213,7 +212,9 @@ def all_gather(tensor: Any, group: Any = None) -> tuple:
 
 
 def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Any = None) -> Any:
-    """The reduction over ranks, as a new tensor (SUM / AVG differentiable)."""
+    """The reduction over ranks, as a new tensor. Its backward all-reduces the gradients with
+    the same op, as torch's: the true gradient for SUM and AVG; for MAX / MIN / PRODUCT the
+    same numbers torch gives (not the derivative of the reduction)."""
     return _AllReduce.apply(op, group, tensor)
 
 

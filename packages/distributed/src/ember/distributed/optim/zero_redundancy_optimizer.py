@@ -22,13 +22,28 @@ from typing import Any, Callable
 from ember.optim import Optimizer
 
 from .. import distributed_c10d as c10d
+from ..algorithms.join import Join, JoinHook, _JoinConfig
 
 __all__ = ["ZeroRedundancyOptimizer"]
+
+
+class _ZeROJoinHook(JoinHook):
+    """On a rank that ran out of inputs (under Join): each iteration of the others, a step,
+    so that this rank still broadcasts the parameters it owns (updated by whatever gradients
+    it holds: none after zero_grad, as torch)."""
+
+    def __init__(self, zero: ZeroRedundancyOptimizer) -> None:
+        self.zero = zero
+
+    def main_hook(self) -> None:
+        self.zero.step()
 
 
 class ZeroRedundancyOptimizer(Optimizer):
     """Wraps optimizer_class (built with **defaults) so that each rank of process_group (the
     world when None) holds the state of its share of the parameters only.
+
+    It is a Joinable: ``with Join([ddp_model, zero_optimizer]):`` trains on uneven inputs.
 
     parameters_as_bucket_view is accepted (the parameters stay separate tensors: the results
     are the same); overlap_with_ddp is not supported."""
@@ -40,6 +55,7 @@ class ZeroRedundancyOptimizer(Optimizer):
             raise NotImplementedError("ZeroRedundancyOptimizer: overlap_with_ddp=True is not "
                                       "supported; step after backward instead")
         self._ready = False
+        self._join_config = _JoinConfig.disabled()
         super().__init__(params, defaults)
         self.process_group = process_group
         self.world_size = c10d.get_world_size(process_group)
@@ -92,6 +108,7 @@ class ZeroRedundancyOptimizer(Optimizer):
     def step(self, closure: Callable[[], Any] | None = None, **kwargs: Any) -> Any:
         """Updates this rank's parameters with the wrapped optimizer, then broadcasts every
         parameter from its owner. Every rank of the group calls it."""
+        Join.notify_join_context(self)
         self._sync_hyperparameters(self.param_groups, self.optim.param_groups)
         loss = self.optim.step(closure, **kwargs) if closure is not None or kwargs \
             else self.optim.step()
@@ -102,6 +119,21 @@ class ZeroRedundancyOptimizer(Optimizer):
                 c10d._broadcast_coalesced(self.process_group, tensors,
                                           src=self._global(r))
         return loss
+
+    def join_hook(self, **kwargs: Any) -> JoinHook:
+        """The hook Join runs on this rank once it has run out of inputs (a step per
+        iteration of the other ranks)."""
+        return _ZeROJoinHook(self)
+
+    @property
+    def join_device(self) -> Any:
+        """The device of the parameters (of the join signal)."""
+        return self.param_groups[0]["params"][0].device
+
+    @property
+    def join_process_group(self) -> Any:
+        """The group the parameters are broadcast over."""
+        return self.process_group
 
     def _global(self, group_rank: int) -> int:
         if self.process_group is None:

@@ -23,7 +23,14 @@ class _TorchToEmber(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         for old, new in _RENAMES.items():
             if name == old or name.startswith(old + "."):
                 name = new + name[len(old):]
-        return importlib.import_module(name)
+        module = importlib.import_module(name)
+        # submodules ember registered under a name its package also binds to a function
+        # (ember.multiprocessing.spawn): known as torch.* up front, so importing them later
+        # does not rebind the package's attribute to the module
+        for sub, mod in list(sys.modules.items()):
+            if sub.startswith(name + ".") and getattr(module, sub[len(name) + 1:], mod) is not mod:
+                sys.modules.setdefault(spec.name + sub[len(name):], mod)
+        return module
 
     def exec_module(self, module):
         pass

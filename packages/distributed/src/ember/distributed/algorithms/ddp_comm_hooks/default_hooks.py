@@ -5,7 +5,9 @@ reduce over (None: the default group), registered with ``ddp.register_comm_hook(
 
 - ``allreduce_hook``: the default reduction, an all-reduce of the gradients averaged over ranks;
 - ``fp16_compress_hook`` / ``bf16_compress_hook``: the same in float16 / bfloat16, halving the
-  bytes sent, then back to the bucket's dtype.
+  bytes sent, then back to the bucket's dtype;
+- ``fp16_compress_wrapper(hook)`` / ``bf16_compress_wrapper(hook)``: any hook (PowerSGD's, one's
+  own) run on a float16 / bfloat16 copy of the bucket.
 
 >>> from ember.distributed.algorithms.ddp_comm_hooks import default_hooks
 >>> # ddp_model.register_comm_hook(None, default_hooks.fp16_compress_hook)
@@ -15,12 +17,13 @@ True
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import ember
 from ember.distributed.algorithms._comm_types import Future, GradBucket
 
-__all__ = ["allreduce_hook", "fp16_compress_hook", "bf16_compress_hook"]
+__all__ = ["allreduce_hook", "bf16_compress_hook", "bf16_compress_wrapper", "fp16_compress_hook",
+           "fp16_compress_wrapper"]
 
 
 def _dist() -> Any:
@@ -89,3 +92,54 @@ def fp16_compress_hook(process_group: Any, bucket: GradBucket) -> Future[ember.T
 def bf16_compress_hook(process_group: Any, bucket: GradBucket) -> Future[ember.Tensor]:
     """Like ``fp16_compress_hook`` in bfloat16: float32's range with fewer mantissa bits."""
     return _compress_hook(ember.bfloat16, process_group, bucket)
+
+
+_Hook = Callable[[Any, GradBucket], Future[ember.Tensor]]
+
+
+def _compress_wrapper(dtype: ember.dtype, hook: _Hook) -> _Hook:
+    def wrapped(state: Any, bucket: GradBucket) -> Future[ember.Tensor]:
+        # the wrapped hook sees (and reduces) a low-precision copy of the bucket; its result
+        # lands back in that copy, whose values DDP then takes (casting to the grads' dtype)
+        bucket.set_buffer(bucket.buffer().to(dtype))
+        fut = hook(state, bucket)
+
+        def decompress(f: Future[ember.Tensor]) -> ember.Tensor:
+            value = f.value()
+            if isinstance(value, (list, tuple)):  # a torch-style future of [tensor]
+                value = value[0]
+            out = bucket.buffer()
+            with ember.no_grad():
+                out.copy_(value.reshape(out.shape))
+            return out
+
+        return fut.then(decompress)
+
+    wrapped.__name__ = f"{_dtype_name(dtype)}_compress_wrapper_hook"
+    return wrapped
+
+
+def _dtype_name(dtype: ember.dtype) -> str:
+    return "fp16" if dtype == ember.float16 else "bf16"
+
+
+def fp16_compress_wrapper(hook: _Hook) -> _Hook:
+    """Wraps a communication hook so that it runs on a float16 copy of each bucket (half the
+    bytes on the wire); its result is cast back to the gradients' dtype.
+
+    >>> from ember.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD
+    >>> hook = fp16_compress_wrapper(powerSGD.powerSGD_hook)
+    >>> # ddp_model.register_comm_hook(powerSGD.PowerSGDState(None), hook)
+    >>> callable(hook)
+    True
+    """
+    return _compress_wrapper(ember.float16, hook)
+
+
+def bf16_compress_wrapper(hook: _Hook) -> _Hook:
+    """``fp16_compress_wrapper`` in bfloat16 (float32's range, fewer mantissa bits).
+
+    >>> callable(bf16_compress_wrapper(allreduce_hook))
+    True
+    """
+    return _compress_wrapper(ember.bfloat16, hook)
