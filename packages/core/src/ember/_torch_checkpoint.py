@@ -137,6 +137,7 @@ class _Loader:
                        metadata: Any = None, dtype: Any = None) -> Tensor:
         if not isinstance(storage, _Storage):
             raise pickle.UnpicklingError(f"{self.name}: a tensor without a storage")
+        self.tensors_built = getattr(self, "tensors_built", 0) + 1
         dtype = _dtype(storage.dtype) if dtype is None else dtype
         raw = storage.raw
         if not (_ints(size) and _ints(stride) and _is_int(offset)):
@@ -155,9 +156,31 @@ class _Loader:
         if storage.dtype == "bool" and raw.numel() and int(raw.max().item()) > 1:
             base = raw.ne(0)  # any nonzero byte reads as True
         t = base.as_strided(size, stride, int(offset) if math.prod(size) else 0)
+        t = self.apply_metadata(t, metadata)
         t = self.place(t, storage.location)
         if requires_grad:
             t.requires_grad_(True)
+        return t
+
+    def apply_metadata(self, t: Tensor, metadata: Any) -> Tensor:
+        """PyTorch's lazy conjugate and negative views: their storage holds the values before
+        the conjugation/negation, and the pickle says so in a ``{"conj": True}`` /
+        ``{"neg": True}`` dict. Ignoring it would load conj(x) as x (a silent wrong number);
+        ember has no lazy views, so the values are materialized (the tensor then no longer
+        shares memory with other views of that storage)."""
+        if metadata is None:
+            return t
+        if not isinstance(metadata, dict):
+            raise self.error(f"corrupt PyTorch checkpoint: a tensor's metadata is a "
+                             f"{type(metadata).__name__}, expected a dict")
+        unknown = sorted(str(k) for k in metadata if k not in ("conj", "neg"))
+        if unknown:
+            raise self.error(f"a tensor carries metadata {unknown} that ember cannot apply "
+                             "(only PyTorch's 'conj' and 'neg' view bits are known)")
+        if metadata.get("conj") and t.is_complex():
+            t = t.conj_physical()
+        if metadata.get("neg"):
+            t = t.neg()
         return t
 
     def place(self, t: Tensor, location: str) -> Tensor:
@@ -282,9 +305,48 @@ class _Loader:
                 return loader.find(module, name)
 
             def persistent_load(self, pid: Any) -> Any:
+                loader.references += 1
                 return loader.persistent_load(pid)
 
-        return _Unpickler(stream, **pickle_load_args).load()
+        self.references = self.tensors_built = 0
+        obj = _Unpickler(stream, **pickle_load_args).load()
+        # a storage reference no tensor consumed is a bare storage in the object tree: only then
+        # is the tree walked (a deeply nested plain tree stays untouched)
+        return self.public_storages(obj, {}) if self.references > self.tensors_built else obj
+
+    def public_storages(self, obj: Any, memo: dict[int, Any]) -> Any:
+        """``obj`` with every bare storage of the pickle (``torch.save(t.untyped_storage())``,
+        or storages kept in a dict) turned into an ember TypedStorage sharing the tensors'
+        memory, as PyTorch's loader returns them; a storage only a tensor used stays inside
+        it. Walks the containers a checkpoint can hold."""
+        if id(obj) in memo:
+            return memo[id(obj)]
+        if isinstance(obj, _Storage):
+            import ember
+
+            dt = _dtype(obj.dtype)
+            flat = obj.raw.view(dt) if obj.raw.numel() else _C.empty(0, dtype=dt)
+            out: Any = ember.TypedStorage(
+                wrap_storage=self.place(flat, obj.location).untyped_storage(), dtype=dt)
+        elif isinstance(obj, (list, dict)):
+            # in place: keeps the container's identity, self-references and attributes (a state
+            # dict's ``_metadata``)
+            memo[id(obj)] = obj
+            keys = obj.keys() if isinstance(obj, dict) else range(len(obj))
+            for k in list(keys):
+                v = obj[k]
+                new = self.public_storages(v, memo)
+                if new is not v:
+                    obj[k] = new
+            return obj
+        elif type(obj) in (tuple, set, frozenset):
+            items = [self.public_storages(v, memo) for v in obj]
+            changed = any(a is not b for a, b in zip(items, obj))
+            out = type(obj)(items) if changed else obj
+        else:
+            return obj
+        memo[id(obj)] = out
+        return out
 
 
 def _is_int(x: Any) -> bool:
