@@ -12,6 +12,10 @@ float16 and a float32 gradient is a float32 and that of a bfloat16 and a float64
 ``nn.RNN/LSTM/GRU(..., dropout=p)`` with ``num_layers=1`` silently ignored ``p`` (dropout runs
 between stacked layers only); PyTorch warns, and ember now does too, naming the module.
 
+``LBFGS`` over a parameter with a sparse gradient (``Embedding(sparse=True)``) failed with
+"ember.sparse_coo: op is_complex not supported" while flattening the gradients; PyTorch flattens
+the sparse gradient densely, and ember now does too.
+
 The rest of round 10: packages/core/tests/test_hostile_input_round10.py.
 """
 
@@ -117,3 +121,35 @@ def test_torch_warns_about_one_layer_dropout_too():
     torch = pytest.importorskip("torch")
     _, msgs = _warnings(lambda: torch.nn.LSTM(3, 4, dropout=0.5))
     assert len(msgs) == 1 and "num_layers" in msgs[0]
+
+
+# ---- LBFGS with a sparse gradient ---------------------------------------------------------------
+
+
+def _lbfgs_embedding(lib):
+    e = lib.nn.Embedding(4, 2, sparse=True)
+    with lib.no_grad():
+        e.weight.copy_(lib.arange(8.0).reshape(4, 2))
+    opt = lib.optim.LBFGS(e.parameters(), max_iter=5)
+    idx = lib.tensor([0, 2])
+
+    def closure():
+        opt.zero_grad()
+        loss = (e(idx) ** 2).sum()
+        loss.backward()
+        return loss
+
+    first = opt.step(closure)
+    return first.item(), [[round(v, 5) for v in row] for row in e.weight.tolist()]
+
+
+def test_lbfgs_takes_a_sparse_gradient():
+    loss, w = _lbfgs_embedding(E)
+    assert loss == 0 + 1 + 16 + 25  # rows 0 and 2 of arange(8).reshape(4, 2), squared
+    # the quadratic's minimum is reached on the looked-up rows; the others never move
+    assert w == [[0.0, 0.0], [2.0, 3.0], [0.0, 0.0], [6.0, 7.0]]
+
+
+def test_torch_lbfgs_gives_the_same_sparse_step():
+    torch = pytest.importorskip("torch")
+    assert _lbfgs_embedding(E) == _lbfgs_embedding(torch)
