@@ -7,7 +7,8 @@ values and a ``{"conj": True}`` / ``{"neg": True}`` dict beside the tensor. embe
 PyTorch checkpoints ignored that dict, so ``torch.save(z.conj())`` loaded as ``z`` (and a neg view
 as its negation): a silent wrong number. The bits are now applied (materialized: ember has no
 lazy views) in both the zip and the legacy format, and a dict with another key is refused,
-naming it.
+naming it. A tensor with a negative size, or with another number of strides than sizes, was
+refused by ``as_strided`` without naming the file; it is now a CheckpointError that does.
 
 A bare storage in a PyTorch checkpoint (``torch.save(t.untyped_storage())``, or a storage kept in
 a dict beside its tensor) came back as ember's internal reader object, with no ``len()``, no
@@ -99,6 +100,34 @@ def test_torch_conj_and_neg_views_load_with_torchs_values(legacy):
         assert got["t"].tolist() == t.resolve_conj().resolve_neg().tolist()
         assert got["w"].tolist() == [1.0]
         assert torch.load(io.BytesIO(buf.getvalue()))["t"].tolist() == got["t"].tolist()
+
+
+def _torch_file_with_geometry(monkeypatch, size, stride):
+    class _Pickler(_torch_checkpoint._TorchPickler):
+        def _tensor(self, x):
+            fn, args = super()._tensor(x)
+            return fn, (args[0], args[1], size, stride) + args[4:]
+
+    monkeypatch.setattr(_torch_checkpoint, "_TorchPickler", _Pickler)
+    buf = io.BytesIO()
+    E.save(E.arange(4.0), buf, format="torch")
+    monkeypatch.undo()
+    return io.BytesIO(buf.getvalue())
+
+
+@pytest.mark.parametrize("size,stride", [((-1,), (1,)), ((-2, -3), (1, 1)), ((2,), (1, 1)),
+                                         ((2, 2), (1,))])
+def test_a_negative_size_or_a_stride_count_mismatch_is_a_checkpoint_error(monkeypatch, size,
+                                                                          stride):
+    f = _torch_file_with_geometry(monkeypatch, size, stride)
+    with pytest.raises(CheckpointError, match=r"corrupt PyTorch checkpoint: a tensor with size "
+                                              r".* \(sizes must be >= 0, one stride per dim\)"):
+        E.load(f)
+
+
+def test_a_valid_geometry_still_loads(monkeypatch):
+    f = _torch_file_with_geometry(monkeypatch, (2, 2), (1, 2))
+    assert E.load(f).tolist() == [[0.0, 2.0], [1.0, 3.0]]
 
 
 # ---- bare storages of PyTorch checkpoints -------------------------------------------------------

@@ -146,6 +146,9 @@ class _Loader:
             raise self.error(f"corrupt PyTorch checkpoint: a tensor with size {size!r}, stride "
                              f"{stride!r} and storage offset {offset!r} (expected ints)")
         size, stride = [int(s) for s in size], [int(s) for s in stride]
+        if any(s < 0 for s in size) or len(size) != len(stride):
+            raise self.error(f"corrupt PyTorch checkpoint: a tensor with size {size} and stride "
+                             f"{stride} (sizes must be >= 0, one stride per dim)")
         n = raw.numel() // _C.empty(0, dtype=dtype).itemsize
         if math.prod(size):
             last = int(offset) + sum((a - 1) * b for a, b in zip(size, stride))
