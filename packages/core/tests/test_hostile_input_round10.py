@@ -139,7 +139,7 @@ def test_a_torch_untyped_storage_loads_as_a_typed_storage():
     torch.save(torch.tensor([1.0, 2.0, 3.0]).untyped_storage(), buf)
     got = E.load(io.BytesIO(buf.getvalue()))
     assert isinstance(got, E.TypedStorage) and got.dtype == E.uint8
-    assert len(got) == 12 and list(got[4:8]) == [0, 0, 0, 64]  # 2.0 little-endian
+    assert len(got) == 12 and list(got)[4:8] == [0, 0, 0, 64]  # 2.0 little-endian
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch returns a (deprecated) TypedStorage too
         want = torch.load(io.BytesIO(buf.getvalue()))
