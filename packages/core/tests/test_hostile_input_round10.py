@@ -8,7 +8,12 @@ PyTorch checkpoints ignored that dict, so ``torch.save(z.conj())`` loaded as ``z
 as its negation): a silent wrong number. The bits are now applied (materialized: ember has no
 lazy views) in both the zip and the legacy format, and a dict with another key is refused,
 naming it. A tensor with a negative size, or with another number of strides than sizes, was
-refused by ``as_strided`` without naming the file; it is now a CheckpointError that does.
+refused by ``as_strided`` without naming the file; it is now a CheckpointError that does. A meta
+tensor saved by torch (``_rebuild_meta_tensor_no_storage``) was refused as an unknown global
+("Save the model's state_dict() instead", for what often *is* a state dict); it now loads on the
+meta device, as ``torch.load`` gives it. Tensors of kinds or dtypes ember lacks (nested,
+quantized, complex32, float8_e4m3fnuz) are still refused, but named as such (the nested/quantized
+ones were reported as a corrupt file) instead of with the advice meant for pickled modules.
 
 A bare storage in a PyTorch checkpoint (``torch.save(t.untyped_storage())``, or a storage kept in
 a dict beside its tensor) came back as ember's internal reader object, with no ``len()``, no
@@ -128,6 +133,62 @@ def test_a_negative_size_or_a_stride_count_mismatch_is_a_checkpoint_error(monkey
 def test_a_valid_geometry_still_loads(monkeypatch):
     f = _torch_file_with_geometry(monkeypatch, (2, 2), (1, 2))
     assert E.load(f).tolist() == [[0.0, 2.0], [1.0, 3.0]]
+
+
+def _torch_meta_file(monkeypatch, dtype, size, stride, requires_grad):
+    """torch.save's form of a meta tensor (``_rebuild_meta_tensor_no_storage``), written by
+    ember's writer."""
+
+    class _Pickler(_torch_checkpoint._TorchPickler):
+        def _tensor(self, x):
+            return (_torch_checkpoint._TorchName("torch._utils", "_rebuild_meta_tensor_no_storage"),
+                    (dtype, size, stride, requires_grad))
+
+    monkeypatch.setattr(_torch_checkpoint, "_TorchPickler", _Pickler)
+    buf = io.BytesIO()
+    E.save({"m": E.ones(1)}, buf, format="torch")
+    monkeypatch.undo()
+    return io.BytesIO(buf.getvalue())
+
+
+def test_a_torch_meta_tensor_loads_on_the_meta_device(monkeypatch):
+    got = E.load(_torch_meta_file(monkeypatch, E.float16, (3, 2), (1, 3), True))["m"]
+    assert got.device.type == "meta" and got.dtype == E.float16
+    assert tuple(got.shape) == (3, 2) and got.stride() == (1, 3) and got.requires_grad
+    with pytest.raises(CheckpointError, match="corrupt PyTorch checkpoint: a meta tensor"):
+        E.load(_torch_meta_file(monkeypatch, E.float32, (-1,), (1,), False))
+
+
+def test_torch_meta_tensors_load_as_torch_loads_them():
+    torch = pytest.importorskip("torch")
+    buf = io.BytesIO()
+    torch.save({"t": torch.ones(2, 3, device="meta").t(),
+                "p": torch.nn.Parameter(torch.ones(2, device="meta", dtype=torch.float64))}, buf)
+    got, want = E.load(io.BytesIO(buf.getvalue())), torch.load(io.BytesIO(buf.getvalue()))
+    for k in ("t", "p"):
+        assert got[k].device.type == "meta" == want[k].device.type
+        assert tuple(got[k].shape) == tuple(want[k].shape)
+        assert got[k].stride() == want[k].stride()
+        assert str(got[k].dtype).split(".")[-1] == str(want[k].dtype).split(".")[-1]
+    assert type(got["p"]).__name__ == "Parameter" and got["p"].requires_grad
+
+
+def test_tensor_kinds_ember_lacks_are_named_not_called_corrupt():
+    torch = pytest.importorskip("torch")
+    cases = [(torch.ones(3).to(torch.complex32), "needs torch.complex32, which ember does not have"),
+             (torch.nested.nested_tensor([torch.ones(2), torch.ones(3)]),
+              r"torch._utils._rebuild_nested_tensor \(nested tensor\), a kind of tensor ember "
+              "cannot load"),
+             (torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.qint8),
+              r"_rebuild_qtensor \(qtensor\)"),
+             (torch.nn.Linear(1, 1), "needs the global torch.nn.modules.linear.Linear")]
+    for obj, msg in cases:
+        for legacy in (False, True):
+            buf = io.BytesIO()
+            torch.save(obj, buf, _use_new_zipfile_serialization=not legacy)
+            with pytest.raises(pickle.UnpicklingError, match=msg) as info:
+                E.load(io.BytesIO(buf.getvalue()))
+            assert not isinstance(info.value, CheckpointError)  # not "corrupt"
 
 
 # ---- bare storages of PyTorch checkpoints -------------------------------------------------------

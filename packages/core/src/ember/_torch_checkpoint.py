@@ -52,6 +52,11 @@ _DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "
                 "float8_e5m2")
 
 
+class _Refused(pickle.UnpicklingError):
+    """A global the reader does not build (named, with advice): raised as is, not reported as a
+    corrupt file."""
+
+
 class _StorageType:
     """Stands for a torch storage class in the pickle: only its dtype matters."""
 
@@ -211,6 +216,18 @@ class _Loader:
                 f"storages to the CPU (loading {self.name})")
         return t.to(ember.device(target))
 
+    def rebuild_meta_tensor(self, dtype: Any, size: Any, stride: Any,
+                            requires_grad: bool = False) -> Tensor:
+        """PyTorch's form of a meta tensor (shape, strides and dtype, no data)."""
+        import ember
+
+        if not (isinstance(dtype, _C.dtype) and _ints(size) and _ints(stride)
+                and len(size) == len(stride) and all(n >= 0 for n in size)):
+            raise self.error(f"corrupt PyTorch checkpoint: a meta tensor with dtype {dtype!r}, "
+                             f"size {size!r} and stride {stride!r}")
+        return ember.empty_strided(tuple(size), tuple(stride), dtype=dtype, device="meta",
+                                   requires_grad=bool(requires_grad))
+
     @staticmethod
     def rebuild_parameter(data: Tensor, requires_grad: bool, backward_hooks: Any,
                           state: Any = None) -> Any:
@@ -259,6 +276,7 @@ class _Loader:
             "torch._utils._rebuild_parameter": self.rebuild_parameter,
             "torch._utils._rebuild_parameter_with_state": self.rebuild_parameter,
             "torch._utils._rebuild_sparse_tensor": ember.sparse._rebuild_torch_sparse,
+            "torch._utils._rebuild_meta_tensor_no_storage": self.rebuild_meta_tensor,
             "torch._tensor._rebuild_from_type_v2": self.rebuild_from_type,
             "torch.Tensor": ember.Tensor,
             "torch.serialization._get_layout": _layout,
@@ -281,7 +299,23 @@ class _Loader:
             return _StorageType(name)
         if module == "torch" and name in _DTYPE_NAMES:
             return _dtype(name)
-        raise pickle.UnpicklingError(
+        if module == "torch._utils" and name.startswith("_rebuild_"):
+            # a kind of tensor (nested, quantized, a wrapper subclass, ...), not a pickled object:
+            # "save the state_dict()" would be the wrong advice
+            kind = name[len("_rebuild_"):].replace("_", " ")
+            raise _Refused(
+                f"{self.name}: this PyTorch checkpoint holds a tensor that torch rebuilds with "
+                f"{full} ({kind}), a kind of tensor ember cannot load; convert it to a plain "
+                "strided tensor before torch.save (e.g. unbind a nested tensor, dequantize a "
+                "quantized one)")
+        if module == "torch" and getattr(ember, name, None) is None and \
+                name.islower() and not name.startswith("_"):
+            # most likely a dtype ember lacks (complex32, float8_e4m3fnuz, qint8, ...)
+            raise _Refused(
+                f"{self.name}: this PyTorch checkpoint needs torch.{name}, which ember does not "
+                f"have (a tensor of dtype torch.{name}?); convert such tensors to a dtype ember "
+                "has (ember.float32, ember.complex64, ...) before torch.save")
+        raise _Refused(
             f"{self.name}: this PyTorch checkpoint needs the global {full}, which ember does not "
             "load (only tensors, parameters, containers, numbers and strings load: objects such "
             "as whole pickled modules would run code from the file). Save the model's "
@@ -415,7 +449,7 @@ def load_torch_zip(data: bytes, name: str, map_location: Any, pickle_load_args: 
     try:
         return loader.load(pickle_load_args)
     except (EOFError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
-        if isinstance(exc, pickle.UnpicklingError) and "needs the global" in str(exc):
+        if isinstance(exc, _Refused):
             raise
         raise CheckpointError(f"{name}: corrupt PyTorch checkpoint ({exc})") from None
 
@@ -562,7 +596,7 @@ def load_torch_legacy(data: bytes, name: str, map_location: Any, pickle_load_arg
         except CheckpointError:
             raise
         except Exception as exc:  # any failure of a corrupt stream's opcodes or values
-            if isinstance(exc, pickle.UnpicklingError) and "needs the global" in str(exc):
+            if isinstance(exc, _Refused):
                 raise
             raise CheckpointError(f"{name}: truncated or corrupt legacy PyTorch checkpoint "
                                   f"({type(exc).__name__}: {exc})") from None
