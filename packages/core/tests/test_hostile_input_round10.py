@@ -11,7 +11,8 @@ naming it. A tensor with a negative size, or with another number of strides than
 refused by ``as_strided`` without naming the file; it is now a CheckpointError that does. A meta
 tensor saved by torch (``_rebuild_meta_tensor_no_storage``) was refused as an unknown global
 ("Save the model's state_dict() instead", for what often *is* a state dict); it now loads on the
-meta device, as ``torch.load`` gives it. Tensors of kinds or dtypes ember lacks (nested,
+meta device, as ``torch.load`` gives it, and ``ember.save(..., format="torch")`` writes meta
+tensors in that form (it refused them as having "no form torch.load reads"). Tensors of kinds or dtypes ember lacks (nested,
 quantized, complex32, float8_e4m3fnuz) are still refused, but named as such (the nested/quantized
 ones were reported as a corrupt file) instead of with the advice meant for pickled modules.
 
@@ -157,6 +158,28 @@ def test_a_torch_meta_tensor_loads_on_the_meta_device(monkeypatch):
     assert tuple(got.shape) == (3, 2) and got.stride() == (1, 3) and got.requires_grad
     with pytest.raises(CheckpointError, match="corrupt PyTorch checkpoint: a meta tensor"):
         E.load(_torch_meta_file(monkeypatch, E.float32, (-1,), (1,), False))
+
+
+def test_meta_tensors_save_in_torchs_format():
+    objs = {"t": E.ones(2, 3, device="meta", dtype=E.float16).t(),
+            "p": E.nn.Parameter(E.empty(4, device="meta")),
+            "g": E.empty(2, device="meta", requires_grad=True), "c": E.ones(2)}
+    buf = io.BytesIO()
+    E.save(objs, buf, format="torch")  # was a TypeError: "no form torch.load reads"
+    got = E.load(io.BytesIO(buf.getvalue()))
+    assert [(k, type(v).__name__, v.device.type, tuple(v.shape), v.stride(), v.requires_grad)
+            for k, v in got.items()] == [("t", "Tensor", "meta", (3, 2), (1, 3), False),
+                                         ("p", "Parameter", "meta", (4,), (1,), True),
+                                         ("g", "Tensor", "meta", (2,), (1,), True),
+                                         ("c", "Tensor", "cpu", (2,), (1,), False)]
+    assert got["t"].dtype == E.float16 and got["c"].tolist() == [1.0, 1.0]
+    try:
+        import torch
+    except ImportError:
+        return
+    back = torch.load(io.BytesIO(buf.getvalue()))
+    assert back["t"].device.type == "meta" and back["t"].dtype == torch.float16
+    assert back["t"].stride() == (1, 3) and isinstance(back["p"], torch.nn.Parameter)
 
 
 def test_torch_meta_tensors_load_as_torch_loads_them():

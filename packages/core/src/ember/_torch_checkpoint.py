@@ -694,6 +694,10 @@ class _TorchPickler(pickle._Pickler):
     def _tensor(self, t: Tensor) -> tuple:
         import ember
 
+        if t.device.type == "meta" and t.layout == ember.strided and not t.is_nested:
+            # torch's form for a tensor without data: dtype, shape and strides
+            return (_TorchName("torch._utils", "_rebuild_meta_tensor_no_storage"),
+                    (t.dtype, tuple(t.shape), tuple(t.stride()), t.requires_grad))
         if t.layout != ember.strided or t.is_nested or t.device.type not in ("cpu", "cuda"):
             raise TypeError(f"ember.save(format='torch'): a {t.layout} tensor on {t.device} has "
                             "no form torch.load reads; save a strided CPU or CUDA tensor")
