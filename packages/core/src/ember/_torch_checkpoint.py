@@ -52,9 +52,16 @@ _DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "
                 "float8_e5m2")
 
 
-class _Refused(pickle.UnpicklingError):
-    """A global the reader does not build (named, with advice): raised as is, not reported as a
-    corrupt file."""
+def _refused(message: str) -> pickle.UnpicklingError:
+    """The error for a global the reader does not build (named, with advice): a plain
+    UnpicklingError, marked so that it is raised as is, not reported as a corrupt file."""
+    exc = pickle.UnpicklingError(message)
+    exc._ember_refused = True  # type: ignore[attr-defined]
+    return exc
+
+
+def _is_refused(exc: BaseException) -> bool:
+    return getattr(exc, "_ember_refused", False)
 
 
 class _StorageType:
@@ -303,7 +310,7 @@ class _Loader:
             # a kind of tensor (nested, quantized, a wrapper subclass, ...), not a pickled object:
             # "save the state_dict()" would be the wrong advice
             kind = name[len("_rebuild_"):].replace("_", " ")
-            raise _Refused(
+            raise _refused(
                 f"{self.name}: this PyTorch checkpoint holds a tensor that torch rebuilds with "
                 f"{full} ({kind}), a kind of tensor ember cannot load; convert it to a plain "
                 "strided tensor before torch.save (e.g. unbind a nested tensor, dequantize a "
@@ -311,11 +318,11 @@ class _Loader:
         if module == "torch" and getattr(ember, name, None) is None and \
                 name.islower() and not name.startswith("_"):
             # most likely a dtype ember lacks (complex32, float8_e4m3fnuz, qint8, ...)
-            raise _Refused(
+            raise _refused(
                 f"{self.name}: this PyTorch checkpoint needs torch.{name}, which ember does not "
                 f"have (a tensor of dtype torch.{name}?); convert such tensors to a dtype ember "
                 "has (ember.float32, ember.complex64, ...) before torch.save")
-        raise _Refused(
+        raise _refused(
             f"{self.name}: this PyTorch checkpoint needs the global {full}, which ember does not "
             "load (only tensors, parameters, containers, numbers and strings load: objects such "
             "as whole pickled modules would run code from the file). Save the model's "
@@ -449,7 +456,7 @@ def load_torch_zip(data: bytes, name: str, map_location: Any, pickle_load_args: 
     try:
         return loader.load(pickle_load_args)
     except (EOFError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
-        if isinstance(exc, _Refused):
+        if _is_refused(exc):
             raise
         raise CheckpointError(f"{name}: corrupt PyTorch checkpoint ({exc})") from None
 
@@ -596,7 +603,7 @@ def load_torch_legacy(data: bytes, name: str, map_location: Any, pickle_load_arg
         except CheckpointError:
             raise
         except Exception as exc:  # any failure of a corrupt stream's opcodes or values
-            if isinstance(exc, _Refused):
+            if _is_refused(exc):
                 raise
             raise CheckpointError(f"{name}: truncated or corrupt legacy PyTorch checkpoint "
                                   f"({type(exc).__name__}: {exc})") from None
