@@ -91,6 +91,19 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
           "grad",
           [](const Tensor& t) -> py::object {
             AutogradMeta* am = autograd::meta(t);
+            if (am && !am->grad && am->grad_fn && !am->retains_grad) {
+              // backward() never fills a non-leaf's .grad: reading it is almost always a bug
+              // (the leaf was meant), so say so as PyTorch does instead of a silent None
+              const std::string message =
+                  "The .grad attribute of a Tensor that is not a leaf Tensor (it was computed "
+                  "by " +
+                  am->grad_fn->name() +
+                  ") is being accessed; backward() does not populate it. Call .retain_grad() "
+                  "on this tensor before backward() to keep its gradient, or read the .grad of "
+                  "the leaf tensor it was computed from.";
+              if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) < 0)
+                throw py::error_already_set();
+            }
             if (!am || !am->grad) return py::none();
             return py::cast(am->grad);
           },

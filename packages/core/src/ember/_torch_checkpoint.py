@@ -52,6 +52,18 @@ _DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "
                 "float8_e5m2")
 
 
+def _refused(message: str) -> pickle.UnpicklingError:
+    """The error for a global the reader does not build (named, with advice): a plain
+    UnpicklingError, marked so that it is raised as is, not reported as a corrupt file."""
+    exc = pickle.UnpicklingError(message)
+    exc._ember_refused = True  # type: ignore[attr-defined]
+    return exc
+
+
+def _is_refused(exc: BaseException) -> bool:
+    return getattr(exc, "_ember_refused", False)
+
+
 class _StorageType:
     """Stands for a torch storage class in the pickle: only its dtype matters."""
 
@@ -137,6 +149,7 @@ class _Loader:
                        metadata: Any = None, dtype: Any = None) -> Tensor:
         if not isinstance(storage, _Storage):
             raise pickle.UnpicklingError(f"{self.name}: a tensor without a storage")
+        self.tensors_built = getattr(self, "tensors_built", 0) + 1
         dtype = _dtype(storage.dtype) if dtype is None else dtype
         raw = storage.raw
         if not (_ints(size) and _ints(stride) and _is_int(offset)):
@@ -145,6 +158,9 @@ class _Loader:
             raise self.error(f"corrupt PyTorch checkpoint: a tensor with size {size!r}, stride "
                              f"{stride!r} and storage offset {offset!r} (expected ints)")
         size, stride = [int(s) for s in size], [int(s) for s in stride]
+        if any(s < 0 for s in size) or len(size) != len(stride):
+            raise self.error(f"corrupt PyTorch checkpoint: a tensor with size {size} and stride "
+                             f"{stride} (sizes must be >= 0, one stride per dim)")
         n = raw.numel() // _C.empty(0, dtype=dtype).itemsize
         if math.prod(size):
             last = int(offset) + sum((a - 1) * b for a, b in zip(size, stride))
@@ -155,9 +171,31 @@ class _Loader:
         if storage.dtype == "bool" and raw.numel() and int(raw.max().item()) > 1:
             base = raw.ne(0)  # any nonzero byte reads as True
         t = base.as_strided(size, stride, int(offset) if math.prod(size) else 0)
+        t = self.apply_metadata(t, metadata)
         t = self.place(t, storage.location)
         if requires_grad:
             t.requires_grad_(True)
+        return t
+
+    def apply_metadata(self, t: Tensor, metadata: Any) -> Tensor:
+        """PyTorch's lazy conjugate and negative views: their storage holds the values before
+        the conjugation/negation, and the pickle says so in a ``{"conj": True}`` /
+        ``{"neg": True}`` dict. Ignoring it would load conj(x) as x (a silent wrong number);
+        ember has no lazy views, so the values are materialized (the tensor then no longer
+        shares memory with other views of that storage)."""
+        if metadata is None:
+            return t
+        if not isinstance(metadata, dict):
+            raise self.error(f"corrupt PyTorch checkpoint: a tensor's metadata is a "
+                             f"{type(metadata).__name__}, expected a dict")
+        unknown = sorted(str(k) for k in metadata if k not in ("conj", "neg"))
+        if unknown:
+            raise self.error(f"a tensor carries metadata {unknown} that ember cannot apply "
+                             "(only PyTorch's 'conj' and 'neg' view bits are known)")
+        if metadata.get("conj") and t.is_complex():
+            t = t.conj_physical()
+        if metadata.get("neg"):
+            t = t.neg()
         return t
 
     def place(self, t: Tensor, location: str) -> Tensor:
@@ -184,6 +222,18 @@ class _Loader:
                 "please use ember.load with map_location=ember.device('cpu') to map your "
                 f"storages to the CPU (loading {self.name})")
         return t.to(ember.device(target))
+
+    def rebuild_meta_tensor(self, dtype: Any, size: Any, stride: Any,
+                            requires_grad: bool = False) -> Tensor:
+        """PyTorch's form of a meta tensor (shape, strides and dtype, no data)."""
+        import ember
+
+        if not (isinstance(dtype, _C.dtype) and _ints(size) and _ints(stride)
+                and len(size) == len(stride) and all(n >= 0 for n in size)):
+            raise self.error(f"corrupt PyTorch checkpoint: a meta tensor with dtype {dtype!r}, "
+                             f"size {size!r} and stride {stride!r}")
+        return ember.empty_strided(tuple(size), tuple(stride), dtype=dtype, device="meta",
+                                   requires_grad=bool(requires_grad))
 
     @staticmethod
     def rebuild_parameter(data: Tensor, requires_grad: bool, backward_hooks: Any,
@@ -233,6 +283,7 @@ class _Loader:
             "torch._utils._rebuild_parameter": self.rebuild_parameter,
             "torch._utils._rebuild_parameter_with_state": self.rebuild_parameter,
             "torch._utils._rebuild_sparse_tensor": ember.sparse._rebuild_torch_sparse,
+            "torch._utils._rebuild_meta_tensor_no_storage": self.rebuild_meta_tensor,
             "torch._tensor._rebuild_from_type_v2": self.rebuild_from_type,
             "torch.Tensor": ember.Tensor,
             "torch.serialization._get_layout": _layout,
@@ -255,7 +306,23 @@ class _Loader:
             return _StorageType(name)
         if module == "torch" and name in _DTYPE_NAMES:
             return _dtype(name)
-        raise pickle.UnpicklingError(
+        if module == "torch._utils" and name.startswith("_rebuild_"):
+            # a kind of tensor (nested, quantized, a wrapper subclass, ...), not a pickled object:
+            # "save the state_dict()" would be the wrong advice
+            kind = name[len("_rebuild_"):].replace("_", " ")
+            raise _refused(
+                f"{self.name}: this PyTorch checkpoint holds a tensor that torch rebuilds with "
+                f"{full} ({kind}), a kind of tensor ember cannot load; convert it to a plain "
+                "strided tensor before torch.save (e.g. unbind a nested tensor, dequantize a "
+                "quantized one)")
+        if module == "torch" and getattr(ember, name, None) is None and \
+                name.islower() and not name.startswith("_"):
+            # most likely a dtype ember lacks (complex32, float8_e4m3fnuz, qint8, ...)
+            raise _refused(
+                f"{self.name}: this PyTorch checkpoint needs torch.{name}, which ember does not "
+                f"have (a tensor of dtype torch.{name}?); convert such tensors to a dtype ember "
+                "has (ember.float32, ember.complex64, ...) before torch.save")
+        raise _refused(
             f"{self.name}: this PyTorch checkpoint needs the global {full}, which ember does not "
             "load (only tensors, parameters, containers, numbers and strings load: objects such "
             "as whole pickled modules would run code from the file). Save the model's "
@@ -282,9 +349,48 @@ class _Loader:
                 return loader.find(module, name)
 
             def persistent_load(self, pid: Any) -> Any:
+                loader.references += 1
                 return loader.persistent_load(pid)
 
-        return _Unpickler(stream, **pickle_load_args).load()
+        self.references = self.tensors_built = 0
+        obj = _Unpickler(stream, **pickle_load_args).load()
+        # a storage reference no tensor consumed is a bare storage in the object tree: only then
+        # is the tree walked (a deeply nested plain tree stays untouched)
+        return self.public_storages(obj, {}) if self.references > self.tensors_built else obj
+
+    def public_storages(self, obj: Any, memo: dict[int, Any]) -> Any:
+        """``obj`` with every bare storage of the pickle (``torch.save(t.untyped_storage())``,
+        or storages kept in a dict) turned into an ember TypedStorage sharing the tensors'
+        memory, as PyTorch's loader returns them; a storage only a tensor used stays inside
+        it. Walks the containers a checkpoint can hold."""
+        if id(obj) in memo:
+            return memo[id(obj)]
+        if isinstance(obj, _Storage):
+            import ember
+
+            dt = _dtype(obj.dtype)
+            flat = obj.raw.view(dt) if obj.raw.numel() else _C.empty(0, dtype=dt)
+            out: Any = ember.TypedStorage(
+                wrap_storage=self.place(flat, obj.location).untyped_storage(), dtype=dt)
+        elif isinstance(obj, (list, dict)):
+            # in place: keeps the container's identity, self-references and attributes (a state
+            # dict's ``_metadata``)
+            memo[id(obj)] = obj
+            keys = obj.keys() if isinstance(obj, dict) else range(len(obj))
+            for k in list(keys):
+                v = obj[k]
+                new = self.public_storages(v, memo)
+                if new is not v:
+                    obj[k] = new
+            return obj
+        elif type(obj) in (tuple, set, frozenset):
+            items = [self.public_storages(v, memo) for v in obj]
+            changed = any(a is not b for a, b in zip(items, obj))
+            out = type(obj)(items) if changed else obj
+        else:
+            return obj
+        memo[id(obj)] = out
+        return out
 
 
 def _is_int(x: Any) -> bool:
@@ -350,7 +456,7 @@ def load_torch_zip(data: bytes, name: str, map_location: Any, pickle_load_args: 
     try:
         return loader.load(pickle_load_args)
     except (EOFError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
-        if isinstance(exc, pickle.UnpicklingError) and "needs the global" in str(exc):
+        if _is_refused(exc):
             raise
         raise CheckpointError(f"{name}: corrupt PyTorch checkpoint ({exc})") from None
 
@@ -497,7 +603,7 @@ def load_torch_legacy(data: bytes, name: str, map_location: Any, pickle_load_arg
         except CheckpointError:
             raise
         except Exception as exc:  # any failure of a corrupt stream's opcodes or values
-            if isinstance(exc, pickle.UnpicklingError) and "needs the global" in str(exc):
+            if _is_refused(exc):
                 raise
             raise CheckpointError(f"{name}: truncated or corrupt legacy PyTorch checkpoint "
                                   f"({type(exc).__name__}: {exc})") from None
@@ -595,6 +701,10 @@ class _TorchPickler(pickle._Pickler):
     def _tensor(self, t: Tensor) -> tuple:
         import ember
 
+        if t.device.type == "meta" and t.layout == ember.strided and not t.is_nested:
+            # torch's form for a tensor without data: dtype, shape and strides
+            return (_TorchName("torch._utils", "_rebuild_meta_tensor_no_storage"),
+                    (t.dtype, tuple(t.shape), tuple(t.stride()), t.requires_grad))
         if t.layout != ember.strided or t.is_nested or t.device.type not in ("cpu", "cuda"):
             raise TypeError(f"ember.save(format='torch'): a {t.layout} tensor on {t.device} has "
                             "no form torch.load reads; save a strided CPU or CUDA tensor")

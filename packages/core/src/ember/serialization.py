@@ -805,7 +805,7 @@ def _read_header(src: _Source, head: bytes) -> tuple[dict, int]:
 
 
 def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
-         weights_only: bool | None = True, mmap: bool | None = False,
+         weights_only: bool | None = None, mmap: bool | None = False,
          **pickle_load_args: Any) -> Any:
     """Loads what :func:`save` wrote, a safetensors file (as a dict of tensors), or a
     checkpoint PyTorch's ``torch.save`` wrote, in its zip format or its legacy one
@@ -832,6 +832,9 @@ def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
     when loaded; other objects were pickled by :func:`save` and load only with
     ``weights_only=False`` (trusted files) or when their classes are allow-listed with
     :func:`add_safe_globals` / :class:`safe_globals` (``pickle.UnpicklingError`` otherwise).
+    ``weights_only=None`` (the default) means True, also when ``pickle_module`` is given (where
+    PyTorch would switch to False); an explicit ``weights_only=True`` with a ``pickle_module`` is
+    a RuntimeError, as in PyTorch.
 
     ``pickle_module`` (the standard ``pickle`` module or None) and ``pickle_load_args``
     (``encoding``, ``errors``, ``fix_imports``, as PyTorch passes them to the unpickler) apply to
@@ -847,12 +850,22 @@ def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
     [1.5, (tensor([0.]), None)]
     """
     _check_pickle_module("ember.load", pickle_module)
+    if weights_only is True and pickle_module is not None:
+        # the pickle module would be ignored (weights-only loading uses its own unpickler), so
+        # asking for both is a contradiction, as in PyTorch
+        raise RuntimeError("ember.load: cannot load safely (weights_only=True) with an explicit "
+                           "pickle_module; drop pickle_module, or pass weights_only=False for a "
+                           "file you trust")
     map_location = _checked_map_location(map_location)
     unknown = sorted(set(pickle_load_args) - {"encoding", "errors", "fix_imports"})
     if unknown:
         raise TypeError(f"ember.load: unexpected keyword arguments {unknown} (the unpickler "
                         "takes encoding, errors and fix_imports)")
     mmap = bool(mmap)
+    if mmap and not isinstance(f, (str, os.PathLike)) and not _has_fileno(f):
+        # nothing to map: the data would silently be read into memory instead
+        raise ValueError(f"ember.load: mmap=True needs f to be a file path (or a file opened on "
+                         f"disk), got {type(f).__name__}")
     src = _Source(f)
     try:
         head = src.read(0, min(src.size, _PRELUDE.size), "the prelude")
@@ -888,6 +901,14 @@ def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
             raise src.error("corrupt checkpoint: the object tree is too deeply nested") from None
     finally:
         src.close()
+
+
+def _has_fileno(f: Any) -> bool:
+    try:
+        f.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return False
+    return True
 
 
 def _target_device(loc: str, map_location: Any, name: str) -> str:
@@ -932,8 +953,13 @@ def _checked_map_location(map_location: Any) -> Any:
     for the default placement (anything else would be loaded in the tensor's place)."""
     import ember
 
-    if not callable(map_location) or isinstance(map_location, (str, dict, ember.device)):
+    if isinstance(map_location, (str, dict, ember.device)) or map_location is None:
         return map_location
+    if not callable(map_location):
+        # an int (a CUDA ordinal?) or another object would otherwise be read as a device string
+        raise TypeError(f"ember.load: map_location must be a device, a device string, a dict "
+                        f"of locations or a callable (tensor, location) -> tensor, got "
+                        f"{type(map_location).__name__}")
 
     def placed(t: Tensor, location: str) -> Tensor | None:
         r = map_location(t, location)

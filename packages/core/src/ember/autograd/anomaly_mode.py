@@ -28,6 +28,12 @@ from ember import _C
 __all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "is_anomaly_check_nan_enabled"]
 
 
+def _check_bool(fn: str, name: str, value: Any) -> None:
+    # bool only, as in PyTorch: "set_detect_anomaly('off')" would otherwise switch it on
+    if not isinstance(value, bool):
+        raise TypeError(f"{fn}(): argument '{name}' must be bool, not {type(value).__name__}")
+
+
 def is_anomaly_enabled() -> bool:
     """Whether anomaly detection is on."""
     return _C.is_anomaly_enabled()
@@ -46,6 +52,7 @@ class detect_anomaly:
     """
 
     def __init__(self, check_nan: bool = True) -> None:
+        _check_bool("detect_anomaly", "check_nan", check_nan)
         self.check_nan = check_nan
         self.prev = _C.is_anomaly_enabled()
         self.prev_check_nan = _C.is_anomaly_check_nan_enabled()
@@ -83,9 +90,11 @@ class set_detect_anomaly:
     """
 
     def __init__(self, mode: bool, check_nan: bool = True) -> None:
+        _check_bool("set_detect_anomaly", "mode", mode)
+        _check_bool("set_detect_anomaly", "check_nan", check_nan)
         self.prev = _C.is_anomaly_enabled()
         self.prev_check_nan = _C.is_anomaly_check_nan_enabled()
-        _C.set_anomaly_enabled(bool(mode), bool(check_nan))
+        _C.set_anomaly_enabled(mode, check_nan)
 
     def __enter__(self) -> None:
         pass

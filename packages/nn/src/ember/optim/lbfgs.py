@@ -188,7 +188,9 @@ class LBFGS(Optimizer):
             if p.grad is None:
                 views.append(ember.zeros(_real(p).numel(), dtype=_real(p).dtype))
             else:
-                views.append(_real(p.grad).reshape(-1))
+                # a sparse gradient (an Embedding(sparse=True)) joins the flat vector densely
+                g = p.grad.to_dense() if p.grad.is_sparse else p.grad
+                views.append(_real(g).reshape(-1))
         return ember.cat(views, 0)
 
     def _add_grad(self, step_size: Any, update: Tensor) -> None:

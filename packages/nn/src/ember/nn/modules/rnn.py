@@ -17,6 +17,7 @@ ops.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import ember
@@ -160,6 +161,15 @@ class RNNBase(Module):
                 raise ValueError(f"{name}: {arg} must be an int >= {lo}, got {v!r}")
         if not isinstance(dropout, (int, float)) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
             raise ValueError(f"{name}: dropout must be a number in [0, 1], got {dropout!r}")
+        if dropout > 0 and num_layers == 1:
+            # dropout only runs between stacked layers: with one layer it silently does nothing
+            warnings.warn(
+                f"{name}: dropout={dropout} has no effect with num_layers=1 (the dropout option "
+                "applies to the outputs of every layer but the last); use num_layers > 1 or "
+                "apply dropout to the output yourself",
+                UserWarning,
+                stacklevel=3,
+            )
         if proj_size and mode != "LSTM":
             raise ValueError(f"{name}: proj_size is only supported by LSTM")
         if proj_size >= hidden_size:

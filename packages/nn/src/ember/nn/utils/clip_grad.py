@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Iterable
@@ -49,8 +50,11 @@ def get_total_norm(
             raise RuntimeError(f"get_total_norm: expected Tensors, but tensors[{i}] is "
                                f"{type(t).__name__} (pass the gradients that are defined)")
     norms = [t.detach().norm(norm_type) for t in ts]
-    dtype = norms[0].dtype
-    stacked = ember.stack([n.to(dtype) for n in norms])
+    # the promoted dtype, as PyTorch's stack gives: casting to the first norm's dtype would
+    # overflow a float32 gradient's norm to inf in a float16-first model and zero every gradient
+    dtype = functools.reduce(ember.promote_types, (n.dtype for n in norms))
+    device = norms[0].device
+    stacked = ember.stack([n.to(device=device, dtype=dtype) for n in norms])
     total = stacked.norm(norm_type)
     if error_if_nonfinite and not bool(ember.isfinite(total)):
         raise RuntimeError(
