@@ -5,6 +5,7 @@
 
 #include "core/tensor.h"
 #include "kernels/iterator.h"
+#include "kernels/memory_format.h"
 #include "kernels/nn_rules.h"
 
 namespace ember {
@@ -27,30 +28,23 @@ inline Tensor contig(const Tensor& t) {
 }
 inline Tensor contig(const Tensor& t, ScalarType dt) { return contig(cast(t, dt)); }
 
-// Whether t (4-D or 5-D) is laid out channels-last (N, *, C innermost) and not contiguous:
-// PyTorch's suggest_memory_format, which a norm's output and input gradient follow.
-inline bool is_channels_last(const Tensor& t) {
-  const int64_t n = t->dim();
-  if ((n != 4 && n != 5) || t->is_contiguous()) return false;
-  int64_t expect = 1;
-  auto step = [&](int64_t d) {
-    if (t->size(d) != 1 && t->stride(d) != expect) return false;
-    expect *= t->size(d);
-    return true;
-  };
-  if (!step(1)) return false;
-  for (int64_t d = n - 1; d >= 2; --d)
-    if (!step(d)) return false;
-  return step(0);
+// Whether t (4-D or 5-D) is laid out channels-last (N, *, C innermost): PyTorch's
+// suggest_memory_format, which a norm's output and input gradient follow.
+inline bool is_channels_last(const Tensor& t) { return suggests_channels_last(t); }
+// t copied into the dense channels-last strides of its shape when `cl` (and t is not laid out
+// so already); t itself otherwise. The kernels compute in contiguous memory; this gives the
+// result the layout PyTorch's would have, with the same values.
+inline Tensor as_channels_last(const Tensor& t, bool cl) {
+  if (!t || !cl || (t->dim() != 4 && t->dim() != 5)) return t;
+  DimVector strides = channels_last_strides(t->sizes());
+  if (t->strides() == strides) return t;
+  Tensor out = ember::empty_strided(t->sizes(), strides, t->dtype(), t->device());
+  copy_into(out, t);
+  return out;
 }
 // t (contiguous) copied into like's layout when like is channels-last; t itself otherwise.
 inline Tensor in_layout_of(const Tensor& t, const Tensor& like) {
-  if (!t || !is_channels_last(like)) return t;
-  std::optional<DimVector> strides = dense_strides(like);
-  if (!strides) return t;
-  Tensor out = ember::empty_strided(t->sizes(), *strides, t->dtype(), t->device());
-  copy_into(out, t);
-  return out;
+  return as_channels_last(t, t && is_channels_last(like));
 }
 
 // The device-neutral rules (kernels/nn_rules.h and the family *_rules.h) are nn:: here too.
