@@ -389,3 +389,32 @@ def test_resized_out_takes_the_result_layout():
     assert cat_out.stride() == (180, 1, 36, 6)
     np.testing.assert_array_equal(_np(cat_out),
                                   np.concatenate([_data(N4, 0), _data(N4, 1)], 1))
+
+
+def test_clone_keeps_layout_and_node_name():
+    t = _make(ember, (3, 4), None, "float64", 0, grad=True)
+    c = t.t().clone()
+    assert c.stride() == (1, 4) and type(c.grad_fn).__name__ == "CloneBackward0"
+    np.testing.assert_array_equal(_np(c), _data((3, 4), 0).T)
+    assert t.t().clone(memory_format=ember.contiguous_format).stride() == (3, 1)
+    x = _make(ember, N4, CL, "float64", 0, grad=True)
+    assert type(x.clone().grad_fn).__name__ == "CloneBackward0"
+    assert x.clone().stride() == (90, 1, 18, 3)
+    assert x.clone(memory_format=ember.contiguous_format).stride() == (90, 30, 6, 1)
+    e = ember.arange(3.0).reshape(3, 1).expand(3, 4)
+    assert e.clone().stride() == (4, 1) and e.clone().tolist() == [[0.0] * 4, [1.0] * 4, [2.0] * 4]
+
+
+def test_to_channels_last_with_unit_dims():
+    x = ember.ones(2, 3, 1, 1)
+    assert x.to(memory_format=ember.channels_last).stride() == (3, 1, 3, 3)
+    assert x.clone(memory_format=ember.channels_last).stride() == (3, 1, 3, 3)
+    assert x.contiguous(memory_format=ember.channels_last).is_contiguous(
+        memory_format=ember.channels_last)
+
+
+def test_reshape_of_a_transposed_tensor_still_copies_contiguously():
+    a = ember.arange(6.0).reshape(2, 3).t()
+    assert a.reshape(6).tolist() == [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
+    assert a.reshape(2, 3).stride() == (3, 1)
+    assert (a @ ember.ones(2, 2)).tolist() == [[3.0, 3.0], [5.0, 5.0], [7.0, 7.0]]

@@ -481,9 +481,9 @@ bool obeys_layout(const Tensor& g, const Tensor& variable) {
 // A copy of g laid out by that contract (differentiable when grad mode is on).
 Tensor copy_obeying_layout(const Tensor& g, const Tensor& variable) {
   // (A __torch_dispatch__ subclass is cloned through its hook, so .grad keeps its class.)
-  if (!dense_strides(variable) || g->sizes() != variable->sizes() ||
-      (python_dispatch::on() && python_dispatch::is_subclass(g)))
-    return ops::clone(g);
+  if (python_dispatch::on() && python_dispatch::is_subclass(g)) return ops::clone(g);
+  if (!dense_strides(variable) || g->sizes() != variable->sizes())
+    return g->is_contiguous() ? ops::clone(g) : ops::contiguous(g);
   Tensor out = empty_strided(variable->sizes(), variable->strides(), g->dtype(), g->device());
   if (grad_enabled()) return ops::copy_(out, g, false);
   dispatch::_copy_from(g, out, false);

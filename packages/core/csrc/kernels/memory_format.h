@@ -3,6 +3,7 @@
 // strides they are then given. Shape logic only; the copies are the callers'.
 #pragma once
 #include <algorithm>
+#include <utility>
 
 #include "core/tensor.h"
 
@@ -42,6 +43,43 @@ inline DimVector channels_last_strides(const DimVector& sizes) {
   put(1);
   for (int64_t d = n - 1; d >= 2; --d) put(d);
   put(0);
+  return strides;
+}
+
+// The strides PyTorch's preserve_format gives a copy of t: t's own when t is dense (no gaps or
+// overlaps: contiguous, transposed, channels-last), else dense strides in the memory order t's
+// strides suggest (dims by decreasing stride, equal strides by decreasing size, a broadcast
+// dim left where it stands among the others).
+inline DimVector preserved_strides(const Tensor& t) {
+  if (dense_strides(t)) return t->strides();
+  const int64_t nd = t->dim();
+  DimVector order(nd);  // innermost first
+  for (int64_t k = 0; k < nd; ++k) order[k] = nd - 1 - k;
+  // > 0: dim a (now inner of b) belongs outside it; < 0: it stays inner; 0: undecided.
+  auto outer_than = [&](int64_t a, int64_t b) {
+    const int64_t sa = t->stride(a), sb = t->stride(b);
+    if (sa == 0 || sb == 0) return 0;
+    if (sa != sb) return sa > sb ? 1 : -1;
+    return t->size(a) > t->size(b) ? 1 : 0;
+  };
+  for (int64_t i = 1; i < nd; ++i) {
+    int64_t cur = i;
+    for (int64_t j = i - 1; j >= 0; --j) {
+      const int c = outer_than(order[j], order[cur]);
+      if (c > 0) {
+        std::swap(order[j], order[cur]);
+        cur = j;
+      } else if (c < 0) {
+        break;
+      }
+    }
+  }
+  DimVector strides(nd);
+  int64_t step = 1;
+  for (int64_t k = 0; k < nd; ++k) {
+    strides[order[k]] = step;
+    step *= std::max<int64_t>(t->size(order[k]), 1);
+  }
   return strides;
 }
 

@@ -147,8 +147,7 @@ def _like_layout(out: Tensor, t: Tensor) -> Tensor:
     if order is None:
         order = _inferred_order(t)
     if order != sorted(order) or not _plain_is_contiguous(out):
-        inverse = [order.index(d) for d in range(len(order))]
-        out = _plain_clone(out.permute(*order)).permute(*inverse)
+        out = _copy_in_order(out, order)
     if dense and out.stride() != t.stride():  # only size-1 dims differ: t's strides for them
         out = out.as_strided(t.shape, t.stride(), out.storage_offset())
     return out
@@ -173,8 +172,16 @@ def _in_format(t: Tensor, fmt: memory_format, op: str, exact: bool = False) -> T
     order = _order(t, fmt, op)
     if t.stride() == _canonical_strides(t, order) or not exact and _strides_follow(t, order):
         return t
-    inverse = [order.index(d) for d in range(len(order))]
-    return _plain_clone(t.permute(*order)).permute(*inverse)
+    return _copy_in_order(t, order)
+
+
+def _copy_in_order(t: Tensor, order: Any) -> Tensor:
+    """A copy of t with dense strides in `order` (outermost dim first; differentiable)."""
+    p = t.permute(*order)
+    c = _plain_contiguous(p)
+    if c is p:  # p is contiguous already (perhaps with odd size-1 strides): a fresh plain copy
+        c = _plain_clone(p.reshape(-1)).view(tuple(p.shape))
+    return c.permute(*[list(order).index(d) for d in range(len(order))])
 
 
 _plain_contiguous = Tensor.contiguous
@@ -222,16 +229,16 @@ def _clone(self: Tensor, *, memory_format: memory_format = preserve_format) -> T
     [1.0, 1.0]
     """
     _check(memory_format, "clone")
-    if memory_format is preserve_format:
-        if _plain_is_contiguous(self):
-            out = _plain_clone(self)
-            return out if out.stride() == self.stride() else _like_layout(out, self)
-        # a copy in self's own memory order: one pass, self's strides
-        return _like_layout(self, self)
-    out = _plain_clone(self)
+    if memory_format is preserve_format:  # the C++ clone keeps self's layout
+        return _plain_clone(self)
     if memory_format is contiguous_format:
-        return out
-    return _in_format(out, memory_format, "clone", exact=True)
+        if not _plain_is_contiguous(self):
+            return _plain_contiguous(self)
+        out = _plain_clone(self)  # (keeps the strides of size-1 dims: the plain ones wanted)
+        plain = _canonical_strides(self, range(self.dim()))
+        return out if out.stride() == plain else _copy_in_order(self, range(self.dim()))
+    out = _in_format(self, memory_format, "clone", exact=True)
+    return _plain_clone(out) if out is self else out
 
 
 def _to(self: Tensor, *args: Any, memory_format: memory_format = preserve_format,
