@@ -418,3 +418,35 @@ def test_reshape_of_a_transposed_tensor_still_copies_contiguously():
     assert a.reshape(6).tolist() == [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
     assert a.reshape(2, 3).stride() == (3, 1)
     assert (a @ ember.ones(2, 2)).tolist() == [[3.0, 3.0], [5.0, 5.0], [7.0, 7.0]]
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "bool", "float16", "bfloat16", "float32", "int64",
+                                   "float64"])
+def test_channels_last_results_of_every_item_size(dtype):
+    # item sizes 1, 2, 4 and 8 bytes, with channel and pixel counts that leave partial tiles
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 100, size=(2, 37, 5, 7))
+    x = ember.tensor(a).to(getattr(ember, dtype))
+    xc = x.contiguous(memory_format=ember.channels_last)
+    up = F.interpolate(xc, scale_factor=3)  # nearest: any dtype
+    assert up.stride() == _cl_strides((2, 37, 15, 21))
+    ref = np.repeat(np.repeat(a, 3, axis=2), 3, axis=3)
+    if dtype == "bool":
+        ref = ref != 0
+    np.testing.assert_array_equal(_np(up.to(ember.float64)), ref.astype(np.float64))
+    if dtype in ("float16", "bfloat16", "float32", "float64"):
+        out, idx = F.max_pool2d(xc, 2, return_indices=True)
+        ref_out, ref_idx = F.max_pool2d(x, 2, return_indices=True)
+        assert out.stride() == idx.stride() == _cl_strides((2, 37, 2, 3))
+        assert out.equal(ref_out) and idx.equal(ref_idx)
+
+
+def test_cat_of_channels_last_parts_with_promotion():
+    a = _make(ember, (2, 3, 4, 5), CL, "float32", 0)
+    b = ember.arange(2 * 5 * 4 * 5).reshape(2, 5, 4, 5).contiguous(
+        memory_format=ember.channels_last)
+    c = ember.cat([a, b], 1)
+    assert c.dtype == ember.float32 and c.stride() == _cl_strides((2, 8, 4, 5))
+    ref = np.concatenate([_data((2, 3, 4, 5), 0).astype(np.float32),
+                          np.arange(200.0).reshape(2, 5, 4, 5)], 1)
+    np.testing.assert_array_equal(_np(c), ref.astype(np.float32).astype(np.float64))

@@ -135,10 +135,25 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, const Tensor& out) {
     result = ember::empty(shape, dtype, tensors[0]->device());
   }
   if (!ref || result->numel() == 0) return result;
+  // Channels-last parts are copied through views of their memory order (N, *, C), which the
+  // copy kernel walks with C innermost (many times faster than in the logical order).
+  const bool by_memory = cl && suggests_channels_last(result);
+  auto in_memory_order = [&](const Tensor& t) {
+    if (!by_memory) return t;
+    DimVector sizes{t->size(0)}, strides{t->stride(0)};
+    for (int64_t k = 2; k < t->dim(); ++k) {
+      sizes.push_back(t->size(k));
+      strides.push_back(t->stride(k));
+    }
+    sizes.push_back(t->size(1));
+    strides.push_back(t->stride(1));
+    return make_view(t, sizes, strides, t->storage_offset());
+  };
   int64_t pos = 0;
   for (const Tensor& t : tensors) {
     if (t->dim() == 1 && t->size(0) == 0) continue;
-    dispatch::_copy_from(t, slice(result, d, pos, t->size(d)), false);
+    dispatch::_copy_from(in_memory_order(t), in_memory_order(slice(result, d, pos, t->size(d))),
+                         false);
     pos += t->size(d);
   }
   return out ? result : fresh(result);
