@@ -273,8 +273,9 @@ def _like_with_format(name: str, fn: Any) -> Any:
              **kwargs: Any) -> Tensor:
         _check(memory_format, name)
         out = fn(input, *args, **kwargs)
-        if not isinstance(out, Tensor) or memory_format is contiguous_format:
-            return out
+        if (not isinstance(out, Tensor) or not isinstance(input, Tensor)
+                or memory_format is contiguous_format):
+            return out  # (a sparse or nested input has no strides to keep)
         if memory_format is preserve_format:
             if out.stride() == input.stride() or tuple(out.shape) != tuple(input.shape):
                 return out
