@@ -468,6 +468,29 @@ void SavedVariable::reset() {
   released_ = true;
 }
 
+namespace {
+// PyTorch's layout contract for a leaf's .grad: the leaf's own strides when it is dense (no
+// gaps or overlaps: a channels-last or transposed parameter), else contiguous.
+bool obeys_layout(const Tensor& g, const Tensor& variable) {
+  if (!dense_strides(variable)) return g->is_contiguous();
+  if (g->sizes() != variable->sizes()) return false;
+  for (int64_t d = 0; d < g->dim(); ++d)
+    if (g->size(d) != 1 && g->stride(d) != variable->stride(d)) return false;
+  return true;
+}
+// A copy of g laid out by that contract (differentiable when grad mode is on).
+Tensor copy_obeying_layout(const Tensor& g, const Tensor& variable) {
+  // (A __torch_dispatch__ subclass is cloned through its hook, so .grad keeps its class.)
+  if (python_dispatch::on() && python_dispatch::is_subclass(g)) return ops::clone(g);
+  if (!dense_strides(variable) || g->sizes() != variable->sizes())
+    return g->is_contiguous() ? ops::clone(g) : ops::contiguous(g);
+  Tensor out = empty_strided(variable->sizes(), variable->strides(), g->dtype(), g->device());
+  if (grad_enabled()) return ops::copy_(out, g, false);
+  dispatch::_copy_from(g, out, false);
+  return out;
+}
+}  // namespace
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   Tensor g = std::move(grads[0]);
   if (!g) return {};
@@ -479,15 +502,16 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
     std::lock_guard<std::mutex> lock(grad_lock(variable.get()));
     if (!m.grad) {
       // Steal the buffer when nobody else holds it; otherwise copy so later in-place
-      // accumulation cannot write into a tensor the user still sees. A contiguous variable gets a
-      // contiguous .grad (PyTorch's layout contract; fused optimizers want dense memory).
-      const bool layout_ok = g->is_contiguous() || !variable->is_contiguous();
+      // accumulation cannot write into a tensor the user still sees. The .grad is laid out as
+      // the variable (PyTorch's layout contract; fused optimizers want dense memory, and an
+      // expanded gradient must not become a .grad whose elements alias).
+      const bool layout_ok = obeys_layout(g, variable);
       // A tensor subclass with __torch_dispatch__ is copied (through the hook, so .grad keeps its
       // class); a plain tensor is taken over under a TorchDispatchMode too, which then sees the
       // detach PyTorch's AccumulateGrad runs, not a copy.
       const bool steal = g.use_count() == 1 && !grad_enabled() && layout_ok &&
                          !(python_dispatch::on() && python_dispatch::is_subclass(g));
-      m.grad = steal ? detach(g) : ops::clone(g);
+      m.grad = steal ? detach(g) : copy_obeying_layout(g, variable);
       if (!grad_enabled()) {
         if (AutogradMeta* gm = meta(m.grad)) gm->grad_fn.reset();
       }

@@ -161,6 +161,15 @@ TensorIterator& TensorIterator::build() {
                       shape_str(t->sizes()), " doesn't match the broadcast shape ",
                       shape_str(shape_));
           resize_out(t, shape_, op_);
+          // A resized out= tensor is laid out as a new output would be (PyTorch's): a
+          // channels-last input gives a channels-last out.
+          if (keep_layout_) {
+            Tensor like = new_output(t->dtype(), device);
+            if (like->strides() != t->strides()) {
+              t->set_storage(like->storage());
+              t->set_sizes_strides(shape_, like->strides(), 0);
+            }
+          }
         }
         if (!allow_overlap_) check_no_internal_overlap(t, op_);
         if (check_partial_overlap_)

@@ -53,7 +53,7 @@ std::optional<DimVector> view_strides(const Tensor& t, const DimVector& shape) {
 
 Tensor reshaped(const Tensor& t, const DimVector& shape) {
   if (auto st = view_strides(t, shape)) return make_view(t, shape, *st, t->storage_offset());
-  Tensor c = ops::clone(t);
+  Tensor c = t->is_contiguous() ? ops::clone(t) : ops::contiguous(t);
   return make_view(c, shape, contiguous_strides(shape), c->storage_offset());
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/out_tensor.h"
 #include "kernels/iterator.h"
+#include "kernels/memory_format.h"
 #include "ops.h"
 #include "ops/host_sync.h"
 #include "ops/list_str.h"
@@ -119,17 +120,40 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, const Tensor& out) {
                   "cat(): the total size along dimension ", d, " overflows int64");
     }
   }  // else: only legacy empty tensors; PyTorch ignores dim then
+  // PyTorch's layout: channels-last when every input is (a legacy empty one is not), else
+  // contiguous. Written in place through strided copies, so it costs nothing extra.
+  bool cl = ref != nullptr;
+  for (const Tensor& t : tensors) cl = cl && suggests_channels_last(t);
   Tensor result = out;
   if (out) {
+    const bool resized = out->sizes() != shape;
     prepare_out(out, shape, dtype, tensors, "cat");
+    if (resized && cl) out->set_sizes_strides(shape, channels_last_strides(shape), 0);
+  } else if (cl) {
+    result = ember::empty_strided(shape, channels_last_strides(shape), dtype, tensors[0]->device());
   } else {
     result = ember::empty(shape, dtype, tensors[0]->device());
   }
   if (!ref || result->numel() == 0) return result;
+  // Channels-last parts are copied through views of their memory order (N, *, C), which the
+  // copy kernel walks with C innermost (many times faster than in the logical order).
+  const bool by_memory = cl && suggests_channels_last(result);
+  auto in_memory_order = [&](const Tensor& t) {
+    if (!by_memory) return t;
+    DimVector sizes{t->size(0)}, strides{t->stride(0)};
+    for (int64_t k = 2; k < t->dim(); ++k) {
+      sizes.push_back(t->size(k));
+      strides.push_back(t->stride(k));
+    }
+    sizes.push_back(t->size(1));
+    strides.push_back(t->stride(1));
+    return make_view(t, sizes, strides, t->storage_offset());
+  };
   int64_t pos = 0;
   for (const Tensor& t : tensors) {
     if (t->dim() == 1 && t->size(0) == 0) continue;
-    dispatch::_copy_from(t, slice(result, d, pos, t->size(d)), false);
+    dispatch::_copy_from(in_memory_order(t), in_memory_order(slice(result, d, pos, t->size(d))),
+                         false);
     pos += t->size(d);
   }
   return out ? result : fresh(result);
@@ -144,6 +168,15 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim, const Tensor& out)
                 list_str(tensors[0]->sizes()), " at entry 0 and ", list_str(tensors[i]->sizes()),
                 " at entry ", i);
   int64_t d = wrap_dim(dim, tensors[0]->dim() + 1, "stack");
+  // Channels-last inputs stacked along one of their dims: PyTorch's layout is that of their
+  // concatenation along that dim (channels-last, as cat gives it) with the dim split in two.
+  bool cl = !out && d < tensors[0]->dim();
+  for (const Tensor& t : tensors) cl = cl && suggests_channels_last(t);
+  if (cl) {
+    DimVector shape = tensors[0]->sizes();
+    shape.insert(d, static_cast<int64_t>(tensors.size()));
+    return ops::view(ops::cat(tensors, d, Tensor()), shape);
+  }
   std::vector<Tensor> parts;
   parts.reserve(tensors.size());
   for (const Tensor& t : tensors) parts.push_back(ops::unsqueeze(t, d));

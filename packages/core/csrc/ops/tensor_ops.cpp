@@ -4,6 +4,7 @@
 #include "core/backend.h"
 #include "core/storageless.h"
 #include "kernels/iterator.h"
+#include "kernels/memory_format.h"
 #include "ops.h"
 
 namespace ember {
@@ -68,13 +69,21 @@ void copy_between_devices(const Tensor& dst, const Tensor& src, bool non_blockin
 }
 }  // namespace
 
+// PyTorch's clone (preserve_format): the copy keeps self's layout (a transposed or
+// channels-last tensor clones as one), in one pass.
 Tensor clone(const Tensor& self) {
-  Tensor out = ember::empty(self->sizes(), self->dtype(), self->device());
+  Tensor out =
+      ember::empty_strided(self->sizes(), preserved_strides(self), self->dtype(), self->device());
   copy_same_device(out, self);
   return fresh(out);
 }
 
-Tensor contiguous(const Tensor& self) { return self->is_contiguous() ? self : clone(self); }
+Tensor contiguous(const Tensor& self) {
+  if (self->is_contiguous()) return self;
+  Tensor out = ember::empty(self->sizes(), self->dtype(), self->device());
+  copy_same_device(out, self);
+  return fresh(out);
+}
 
 namespace {
 // copy_ without its refusal of an expanded destination (fill_ writes one value everywhere).

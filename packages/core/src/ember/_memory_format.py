@@ -80,16 +80,77 @@ def _strides_follow(t: Tensor, order: tuple[int, ...]) -> bool:
 
 
 def _suggest(t: Tensor) -> memory_format:
-    """The format that preserve_format keeps: channels-last when t is laid out that way (and
-    not also plainly contiguous), else contiguous."""
-    for fmt, (ndim, order) in _ORDERS.items():
-        if t.dim() != ndim:
-            continue
-        if t.stride() == _canonical_strides(t, order) != _canonical_strides(t, range(ndim)):
-            return fmt
-        if not _plain_is_contiguous(t) and _strides_follow(t, order):
-            return fmt
-    return contiguous_format
+    """PyTorch's suggest_memory_format: channels-last when t's strides order a 4-d tensor N, H,
+    W, C from the outermost dim in (5-d: N, D, H, W, C), size-1 dims taking any stride that
+    keeps that order; else contiguous. An empty tensor, or one whose C stride could as well be
+    read as contiguous, is contiguous."""
+    n = t.dim()
+    if n not in (4, 5):
+        return contiguous_format
+    shape, stride = t.shape, t.stride()
+    if stride[1] == 0:
+        return contiguous_format
+    low = 0
+    for d in _ORDERS[channels_last if n == 4 else channels_last_3d][1][::-1]:
+        if shape[d] == 0 or stride[d] < low or (d == 0 and low == stride[1]):
+            return contiguous_format
+        low = stride[d] * max(shape[d], 1)
+    return channels_last if n == 4 else channels_last_3d
+
+
+def _dense_order(t: Tensor) -> list[int] | None:
+    """t's dims from the largest stride to the smallest when t is dense (no gaps or overlaps:
+    a transposed or channels-last tensor), else None."""
+    stride = t.stride()
+    order = sorted(range(t.dim()), key=lambda d: -stride[d])
+    expected = 1
+    for d in reversed(order):
+        size = t.shape[d]
+        if size != 1 and stride[d] != expected:
+            return None
+        expected *= size
+    return order
+
+
+def _inferred_order(t: Tensor) -> list[int]:
+    """The memory order (outermost dim first) that preserve_format gives a copy of a tensor
+    with gaps or overlaps, as PyTorch infers it: dims by decreasing stride, equal strides by
+    decreasing size, and a broadcast (stride 0) dim left where it stands among the others."""
+    shape, stride = t.shape, t.stride()
+    perm = list(range(t.dim()))[::-1]  # innermost first
+
+    def outward(a: int, b: int) -> int:  # > 0: dim a belongs outside dim b
+        if stride[a] == 0 or stride[b] == 0:
+            return 0
+        if stride[a] != stride[b]:
+            return 1 if stride[a] > stride[b] else -1
+        return 1 if shape[a] > shape[b] else 0
+
+    for i in range(1, len(perm)):
+        j = i
+        for k in range(i - 1, -1, -1):
+            c = outward(perm[k], perm[j])
+            if c > 0:
+                perm[k], perm[j] = perm[j], perm[k]
+                j = k
+            elif c < 0:
+                break
+    return perm[::-1]
+
+
+def _like_layout(out: Tensor, t: Tensor) -> Tensor:
+    """out (t's values, or values for a tensor shaped like t) laid out as preserve_format lays
+    out a copy of t: t's own strides when t is dense, else dense strides in the memory order t
+    has (differentiable)."""
+    order = _dense_order(t)
+    dense = order is not None
+    if order is None:
+        order = _inferred_order(t)
+    if order != sorted(order) or not _plain_is_contiguous(out):
+        out = _copy_in_order(out, order)
+    if dense and out.stride() != t.stride():  # only size-1 dims differ: t's strides for them
+        out = out.as_strided(t.shape, t.stride(), out.storage_offset())
+    return out
 
 
 def _canonical_strides(t: Tensor, order: Any) -> tuple[int, ...]:
@@ -111,8 +172,16 @@ def _in_format(t: Tensor, fmt: memory_format, op: str, exact: bool = False) -> T
     order = _order(t, fmt, op)
     if t.stride() == _canonical_strides(t, order) or not exact and _strides_follow(t, order):
         return t
-    inverse = [order.index(d) for d in range(len(order))]
-    return _plain_clone(t.permute(*order)).permute(*inverse)
+    return _copy_in_order(t, order)
+
+
+def _copy_in_order(t: Tensor, order: Any) -> Tensor:
+    """A copy of t with dense strides in `order` (outermost dim first; differentiable)."""
+    p = t.permute(*order)
+    c = _plain_contiguous(p)
+    if c is p:  # p is contiguous already (perhaps with odd size-1 strides): a fresh plain copy
+        c = _plain_clone(p.reshape(-1)).view(tuple(p.shape))
+    return c.permute(*[list(order).index(d) for d in range(len(order))])
 
 
 _plain_contiguous = Tensor.contiguous
@@ -160,9 +229,16 @@ def _clone(self: Tensor, *, memory_format: memory_format = preserve_format) -> T
     [1.0, 1.0]
     """
     _check(memory_format, "clone")
-    fmt = _suggest(self) if memory_format is preserve_format else memory_format
-    out = _plain_clone(self)
-    return out if fmt is contiguous_format else _in_format(out, fmt, "clone", exact=True)
+    if memory_format is preserve_format:  # the C++ clone keeps self's layout
+        return _plain_clone(self)
+    if memory_format is contiguous_format:
+        if not _plain_is_contiguous(self):
+            return _plain_contiguous(self)
+        out = _plain_clone(self)  # (keeps the strides of size-1 dims: the plain ones wanted)
+        plain = _canonical_strides(self, range(self.dim()))
+        return out if out.stride() == plain else _copy_in_order(self, range(self.dim()))
+    out = _in_format(self, memory_format, "clone", exact=True)
+    return _plain_clone(out) if out is self else out
 
 
 def _to(self: Tensor, *args: Any, memory_format: memory_format = preserve_format,
@@ -197,10 +273,14 @@ def _like_with_format(name: str, fn: Any) -> Any:
              **kwargs: Any) -> Tensor:
         _check(memory_format, name)
         out = fn(input, *args, **kwargs)
-        fmt = _suggest(input) if memory_format is preserve_format else memory_format
-        if fmt is contiguous_format or not isinstance(out, Tensor):
-            return out
-        return _in_format(out, fmt, name, exact=True)
+        if (not isinstance(out, Tensor) or not isinstance(input, Tensor)
+                or memory_format is contiguous_format):
+            return out  # (a sparse or nested input has no strides to keep)
+        if memory_format is preserve_format:
+            if out.stride() == input.stride() or tuple(out.shape) != tuple(input.shape):
+                return out
+            return _like_layout(out, input)
+        return _in_format(out, memory_format, name, exact=True)
 
     like.__name__ = name
     like.__qualname__ = name

@@ -787,6 +787,32 @@ void dispatch_compute(ScalarType dt, const char* op, const F& f) {
     EMBER_FAIL(Type, op, ": internal error: unexpected compute dtype ", dtype_name(dt));
 }
 
+// PyTorch's layout for a convolution's result (and input gradient): channels-last when the
+// input or the weight is, for 2-d convolutions and for 3-d ones where its mkldnn path runs
+// (float32, bfloat16).
+bool conv_channels_last(const Tensor& input, const Tensor& weight) {
+  const int64_t nd = weight->dim();
+  if (nd != 4 && nd != 5) return false;
+  const ScalarType dt = input->dtype();
+  if (nd == 5 && dt != ScalarType::Float32 && dt != ScalarType::BFloat16) return false;
+  return suggests_channels_last(input) || suggests_channels_last(weight);
+}
+
+// out (computed contiguous) in the channels-last layout when `cl`; an unbatched result (one
+// dim fewer than the weight) gets the layout of that sample in a channels-last batch.
+Tensor conv_layout(const Tensor& out, const Tensor& weight, bool cl) {
+  if (!cl || !out) return out;
+  if (out->dim() == weight->dim()) return nn::as_channels_last(out, true);
+  DimVector batched{1};
+  for (int64_t v : out->sizes()) batched.push_back(v);
+  DimVector strides = channels_last_strides(batched);
+  strides.erase(0);
+  if (out->strides() == strides) return out;
+  Tensor y = ember::empty_strided(out->sizes(), strides, out->dtype(), out->device());
+  copy_into(y, out);
+  return y;
+}
+
 }  // namespace
 
 Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -796,11 +822,13 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
   ConvArgs a = check_conv(op, input, weight, bias, stride, padding, dilation, transposed,
                           output_padding, groups);
   const int64_t k = a.k;
+  const bool cl = conv_channels_last(input, weight);
   if (depthwise_conv_applies(a, transposed))
-    if (Tensor y = depthwise_conv_channels_last(input, weight, bias, a)) return y;
+    if (Tensor y = depthwise_conv_channels_last(input, weight, bias, a))
+      return conv_layout(y, weight, cl);
   Tensor x = as_compute(input), w = as_compute(weight), b = as_compute(bias);
   if (depthwise_conv_applies(a, transposed))
-    return to_dtype(depthwise_conv(x, w, b, a), input->dtype());
+    return conv_layout(to_dtype(depthwise_conv(x, w, b, a), input->dtype()), weight, cl);
   DimVector out_shape{a.N, a.Co};
   Tensor out;
   // No input channels: every output is an empty sum, so the bias alone (the products below
@@ -840,7 +868,7 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
                                   out->data_as<T>(), a.N, a.C, a.Co, a.G, g);
       });
   }
-  return to_dtype(out, input->dtype());
+  return conv_layout(to_dtype(out, input->dtype()), weight, cl);
 }
 
 std::tuple<Tensor, Tensor, Tensor> convolution_backward(
@@ -955,7 +983,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
     });
     gb = to_dtype(gb, dt);
   }
-  return {gi, gw, gb};
+  return {conv_layout(gi, weight, conv_channels_last(input, weight)), gw, gb};
 }
 
 }  // namespace cpu

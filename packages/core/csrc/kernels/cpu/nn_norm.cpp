@@ -320,7 +320,7 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input, int64_
                    }
                  });
   });
-  return {out, mean, rstd};
+  return {nn::in_layout_of(out, input), mean, rstd};
 }
 
 std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(
@@ -399,7 +399,7 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(
       if (bias_grad) gb = from_doubles<T>(sb, {s.c}, x->dtype());
     }
   });
-  return {gi, gw, gb};
+  return {nn::in_layout_of(gi, input), gw, gb};
 }
 
 // ---- batch norm -----------------------------------------------------------------------------

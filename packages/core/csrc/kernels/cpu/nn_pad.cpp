@@ -101,8 +101,35 @@ void gather_as(const Tensor& out, const Tensor& self, const std::vector<std::vec
   U fill = 0;
   if (fill_bits) std::memcpy(&fill, fill_bits, sizeof(U));
   auto run = fill_bits ? gather_rows<U, true> : gather_rows<U, false>;
+  if (!out->is_contiguous()) {
+    // A channels-last out: the same gather over the dims in its memory order (N, *, C), which
+    // out's memory holds contiguously.
+    const int64_t nd = out->dim();
+    DimVector order{0};
+    for (int64_t d = 2; d < nd; ++d) order.push_back(d);
+    order.push_back(1);
+    DimVector sizes, strides;
+    std::vector<std::vector<int64_t>> pmaps;
+    for (int64_t d : order) {
+      sizes.push_back(out->size(d));
+      strides.push_back(self->stride(d));
+      pmaps.push_back(maps[d]);
+    }
+    run(reinterpret_cast<U*>(out->data()), reinterpret_cast<const U*>(self->data()), pmaps, sizes,
+        strides, fill);
+    return;
+  }
   run(reinterpret_cast<U*>(out->data()), reinterpret_cast<const U*>(self->data()), maps,
       out->sizes(), self->strides(), fill);
+}
+
+// The result of padding self: channels-last when self is (as PyTorch's, except for circular
+// padding), else contiguous.
+Tensor padded_result(const Tensor& self, const DimVector& out_sizes, bool layout_kept) {
+  if (layout_kept && suggests_channels_last(self))
+    return ember::empty_strided(out_sizes, channels_last_strides(out_sizes), self->dtype(),
+                                self->device());
+  return ember::empty(out_sizes, self->dtype(), self->device());
 }
 
 // fill_bits: the constant-padding value in self's dtype (nullptr for the other modes).
@@ -192,7 +219,7 @@ Tensor constant_pad_nd(const Tensor& self, const DimVector& pad, const Scalar& v
     kept[d] = std::max<int64_t>(len, 0);
     grows = grows || l > 0 || r > 0;
   }
-  Tensor out = ember::empty(out_sizes, self->dtype(), self->device());
+  Tensor out = padded_result(self, out_sizes, true);
   if (out->numel() == 0) return out;
   // The index maps hold 8 bytes per output index of each dim: more than the output itself for a
   // long padded row of small items (a byte row padded by 2**31), so those take fill + copy.
@@ -246,7 +273,7 @@ Tensor pad(const Tensor& self, const DimVector& pad, const std::string& mode,
   std::vector<std::vector<int64_t>> maps = pad_maps(self->sizes(), pad, m, mode, "pad");
   DimVector out_sizes = self->sizes();
   for (int64_t d = 0; d < self->dim(); ++d) out_sizes[d] = maps[d].size();
-  Tensor out = ember::empty(out_sizes, self->dtype(), self->device());
+  Tensor out = padded_result(self, out_sizes, m != PadMode::Circular);
   if (out->numel() > 0) gather_padded(out, self, maps, nullptr);
   return out;
 }

@@ -580,17 +580,27 @@ std::tuple<Tensor, Tensor> _fractional_max_pool(const Tensor& self, const DimVec
   return {out, idx};
 }
 
+// PyTorch's layout for a pooling result: channels-last for a batched channels-last input of
+// the 2-d poolings, and of 3-d max pooling (its other 3-d poolings stay contiguous).
+bool pool_channels_last(const Tensor& self, int64_t k, bool three_d) {
+  return self->dim() == k + 2 && (k == 2 || (k == 3 && three_d)) && suggests_channels_last(self);
+}
+
 std::tuple<Tensor, Tensor> _max_pool(const Tensor& self, const DimVector& kernel_size,
                                      const DimVector& stride, const DimVector& padding,
                                      const DimVector& dilation, bool ceil_mode) {
   PoolPlan p = fixed_plan("max_pool", self->sizes(), kernel_size, stride, padding, dilation,
                           ceil_mode, false);
-  return max_pool_run("max_pool", self, p, true);
+  auto [out, idx] = max_pool_run("max_pool", self, p, true);
+  const bool cl = pool_channels_last(self, static_cast<int64_t>(kernel_size.size()), true);
+  return {nn::as_channels_last(out, cl), nn::as_channels_last(idx, cl)};
 }
 
 std::tuple<Tensor, Tensor> _adaptive_max_pool(const Tensor& self, const DimVector& output_size) {
   PoolPlan p = adaptive_plan("adaptive_max_pool", self->sizes(), output_size, self->dtype());
-  return max_pool_run("adaptive_max_pool", self, p, false);
+  auto [out, idx] = max_pool_run("adaptive_max_pool", self, p, false);
+  const bool cl = pool_channels_last(self, static_cast<int64_t>(output_size.size()), false);
+  return {nn::as_channels_last(out, cl), nn::as_channels_last(idx, cl)};
 }
 
 Tensor _max_pool_backward(const Tensor& grad_output, const Tensor& indices,
@@ -631,7 +641,9 @@ Tensor _max_pool_backward(const Tensor& grad_output, const Tensor& indices,
                      }
                  });
   });
-  return gi;
+  // Laid out as the forward's input (its indices are channels-last exactly when it was).
+  return nn::as_channels_last(
+      gi, indices->dim() == spatial_dims + 2 && suggests_channels_last(indices));
 }
 
 Tensor _avg_pool(const Tensor& self, const DimVector& kernel_size, const DimVector& stride,
@@ -640,8 +652,10 @@ Tensor _avg_pool(const Tensor& self, const DimVector& kernel_size, const DimVect
   nn::check_divisor_override(divisor_override);
   PoolPlan p = fixed_plan("avg_pool", self->sizes(), kernel_size, stride, padding, DimVector{1},
                           ceil_mode, count_include_pad);
-  return avg_pool_run("avg_pool", self, p, count_include_pad, divisor_override,
-                      /*int64_ok=*/true);
+  Tensor out = avg_pool_run("avg_pool", self, p, count_include_pad, divisor_override,
+                            /*int64_ok=*/true);
+  return nn::as_channels_last(
+      out, pool_channels_last(self, static_cast<int64_t>(kernel_size.size()), false));
 }
 
 Tensor _avg_pool_backward(const Tensor& grad_output, const DimVector& input_size,
@@ -656,7 +670,12 @@ Tensor _avg_pool_backward(const Tensor& grad_output, const DimVector& input_size
 
 Tensor _adaptive_avg_pool(const Tensor& self, const DimVector& output_size) {
   PoolPlan p = adaptive_plan("adaptive_avg_pool", self->sizes(), output_size, self->dtype());
-  return avg_pool_run("adaptive_avg_pool", self, p, false, std::nullopt);
+  Tensor out = avg_pool_run("adaptive_avg_pool", self, p, false, std::nullopt);
+  // (A global 3-d average is PyTorch's mean over the spatial dims, which keeps the layout.)
+  const bool global =
+      std::all_of(output_size.begin(), output_size.end(), [](int64_t v) { return v == 1; });
+  return nn::as_channels_last(
+      out, pool_channels_last(self, static_cast<int64_t>(output_size.size()), global));
 }
 
 Tensor _adaptive_avg_pool_backward(const Tensor& grad_output, const DimVector& input_size,

@@ -358,20 +358,22 @@ Tensor upsample_fwd(const char* op, int64_t k, Interp mode, const Tensor& self,
   Geometry g = make_geometry(op, k, self->sizes(), output_size);
   Tensor out = ember::empty(g.out_shape, self->dtype(), self->device());
   if (out->numel() == 0) return out;
+  // A channels-last input gives a channels-last result (as PyTorch's), computed contiguous.
+  const bool cl = suggests_channels_last(self);
   Tensor x = nn::contig(self);
   if (mode == Interp::Nearest || mode == Interp::NearestExact) {
     auto ax = make_axes<float>(g, mode, false, scales);
     EMBER_DISPATCH_ALL(x->dtype(), op, [&] {
       nearest_forward<scalar_t>(g, ax, x->data_as<scalar_t>(), out->data_as<scalar_t>());
     });
-    return out;
+    return nn::as_channels_last(out, cl);
   }
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
     using A = opmath_t<scalar_t>;
     auto ax = make_axes<A>(g, mode, align_corners, scales);
     blend_forward<scalar_t, A>(g, ax, x->data_as<scalar_t>(), out->data_as<scalar_t>());
   });
-  return out;
+  return nn::as_channels_last(out, cl);
 }
 
 Tensor upsample_bwd(const char* op, int64_t k, Interp mode, const Tensor& grad_output,

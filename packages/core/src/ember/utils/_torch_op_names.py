@@ -136,6 +136,27 @@ _UNSAFE_VIEW = _lazy(lambda: torch_op("_unsafe_view", "default", _schema(
     lambda self, size: _C.reshape(self, size)))
 
 
+def _contiguous_clone_fn(self: Any, memory_format: Any = None) -> Any:
+    c = _C.Tensor.contiguous(self)  # (ember's own: a copy unless self is contiguous)
+    return _C.clone(c) if c is self else c
+
+
+def _contiguous_clone_op() -> pd.OpOverload:
+    """PyTorch's ``clone(memory_format=torch.contiguous_format)`` (a reshape's copy), run as a
+    contiguous copy; ``aten.clone.default`` stays ember's clone (which keeps the layout)."""
+    packet = pd._PACKETS.get("clone")
+    kept = packet._overloads.get("default") if packet is not None else None
+    op = torch_op("clone", "default", _schema(
+        ("self", False, None, "Tensor"), ("memory_format", True, "None", "MemoryFormat?")),
+        _contiguous_clone_fn)
+    if kept is not None:
+        op.overloadpacket._overloads["default"] = kept
+    return op
+
+
+_CLONE_CONTIGUOUS = _lazy(_contiguous_clone_op)
+
+
 def _slice_fn(self: Any, dim: int = 0, start: int | None = None, end: int | None = None,
               step: int = 1) -> Any:
     index = (slice(None),) * (dim % max(self.dim(), 1)) + (slice(start, end, step),)
@@ -308,7 +329,8 @@ def _present_reshape_to(self: Any, shape: list, types: tuple) -> Any:
         return _handle(_VIEW(), types, (self, shape), {})
     import ember
 
-    copy_ = self.clone(memory_format=ember.contiguous_format)
+    copy_ = _handle(_CLONE_CONTIGUOUS(), types, (self,),
+                    {"memory_format": ember.contiguous_format})
     return _handle(_UNSAFE_VIEW(), types, (copy_, shape), {})
 
 

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import ember
 from ember import Tensor
+from ember._memory_format import _suggest as _suggest_memory_format
 
 __all__ = ["affine_grid", "grid_sample", "max_unpool1d", "max_unpool2d", "max_unpool3d"]
 
@@ -423,8 +424,11 @@ def _unpool(op: str, nd: int, input: Tensor, indices: Tensor, kernel_size: Any, 
             raise RuntimeError(f"{op}: found an invalid max index {lo if lo < 0 else hi} (output "
                                f"volumes are of size {'x'.join(map(str, out_sp))})")
     out = ember.zeros(*lead, total, dtype=input.dtype, device=input.device)
-    out = out.scatter(len(lead), idx, src)
-    return out.reshape(*lead, *out_sp)
+    out = out.scatter(len(lead), idx, src).reshape(*lead, *out_sp)
+    # (PyTorch's 2-d unpooling keeps a channels-last input's layout; its 3-d one does not)
+    if nd == 2 and _suggest_memory_format(input) is ember.channels_last:
+        out = out.contiguous(memory_format=ember.channels_last)
+    return out
 
 
 def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None,

@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 
 import ember
 from ember import Tensor, _argcheck
+from ember._memory_format import _suggest as _suggest_memory_format
 from ember.overrides import (  # noqa: F401  (as torch.nn.functional re-exports them)
     handle_torch_function,
     has_torch_function,
@@ -2256,7 +2257,9 @@ def _interpolate_aa(input: Tensor, out_sizes: list, scales: list, mode: str,
     ww = ember.from_numpy(_aa_weights(w, out_sizes[1], scales[1], bicubic, align_corners))
     wh = wh.to(dtype=input.dtype, device=input.device)
     ww = ww.to(dtype=input.dtype, device=input.device)
-    return ember.matmul(ember.matmul(wh, input), ww.t())
+    out = ember.matmul(ember.matmul(wh, input), ww.t())
+    # (a channels-last input gives a channels-last result, as PyTorch's)
+    return out.contiguous(memory_format=ember.channels_last) if _channels_last(input) else out
 
 
 _UPSAMPLE_NEAREST = {1: _C.upsample_nearest1d, 2: _C.upsample_nearest2d,
@@ -2283,6 +2286,12 @@ def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None)
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
+def _channels_last(input: Tensor) -> bool:
+    """Whether input is laid out channels-last (PyTorch's suggest_memory_format), which the
+    layout-keeping ops here (pixel_shuffle, channel_shuffle, ...) give their result too."""
+    return _suggest_memory_format(input) is not ember.contiguous_format
+
+
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     """(*, C * r^2, H, W) -> (*, C, H * r, W * r).
 
@@ -2304,6 +2313,12 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
         )
     oc = c // (r * r)
     nl = len(lead)
+    if input.ndim == 4 and _channels_last(input):
+        # shuffled as (N, H, W, C), which is input's memory: one copy, and a channels-last result
+        # as PyTorch's
+        n = lead[0]
+        x = input.permute(0, 2, 3, 1).reshape(n, h, w, oc, r, r).permute(0, 1, 4, 2, 5, 3)
+        return x.reshape(n, h * r, w * r, oc).permute(0, 3, 1, 2)
     x = input.reshape(*lead, oc, r, r, h, w)
     perm = list(range(nl)) + [nl, nl + 3, nl + 1, nl + 4, nl + 2]
     return x.permute(*perm).reshape(*lead, oc, h * r, w * r)
@@ -2329,6 +2344,11 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
             f"divisible by downscale_factor={r}"
         )
     nl = len(lead)
+    if input.ndim == 4 and _channels_last(input):  # as pixel_shuffle: over input's (N, H, W, C) memory
+        n = lead[0]
+        x = input.permute(0, 2, 3, 1).reshape(n, h // r, r, w // r, r, c)
+        x = x.permute(0, 1, 3, 5, 2, 4).reshape(n, h // r, w // r, c * r * r)
+        return x.permute(0, 3, 1, 2)
     x = input.reshape(*lead, c, h // r, r, w // r, r)
     perm = list(range(nl)) + [nl, nl + 2, nl + 4, nl + 1, nl + 3]
     return x.permute(*perm).reshape(*lead, c * r * r, h // r, w // r)
@@ -2353,6 +2373,11 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     if c % groups != 0:
         raise RuntimeError(f"channel_shuffle: number of channels ({c}) must be divisible by "
                            f"groups ({groups})")
+    if _channels_last(input):  # over input's (N, *, C) memory: a channels-last result
+        nd = input.ndim
+        x = input.permute(0, *range(2, nd), 1).reshape(n, *rest, groups, c // groups)
+        x = x.transpose(-1, -2).reshape(n, *rest, c)
+        return x.permute(0, nd - 1, *range(1, nd - 1))
     x = input.reshape(n, groups, c // groups, *rest).transpose(1, 2)
     return x.reshape(n, c, *rest)
 
