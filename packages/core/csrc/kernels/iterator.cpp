@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/out_tensor.h"
 #include "kernels/loops.h"
+#include "kernels/memory_format.h"
 #include "ops.h"
 
 namespace ember {
@@ -228,14 +229,9 @@ void TensorIterator::prepare_operand(Operand& o) {
   o.data = t->data();
 }
 
-// A new output takes the dim order of the first input that has the full shape and is dense
-// without being contiguous (a transposed or channels-last tensor), as in PyTorch: the op then
-// runs as one flat loop and its result keeps the input's layout.
-// A new output's layout, as torch's TensorIterator gives it: the dims ordered innermost first,
-// each pair by the first input whose strides for the two are both non-zero and differ (the
-// smaller stride inner; equal strides put the smaller dim inner), then dense strides in that
-// order. So x + y.t() is laid out like x, and y.t() + x like y.t() (a channels_last input
-// first gives a channels_last result).
+// A new output's layout, as torch's TensorIterator gives it (suggested_dim_order), then dense
+// strides in that order. So x + y.t() is laid out like x, and y.t() + x like y.t() (a
+// channels_last input first gives a channels_last result).
 Tensor TensorIterator::new_output(ScalarType dtype, Device device) const {
   const int64_t nd = static_cast<int64_t>(shape_.size());
   if (nd < 2) return empty(shape_, dtype, device);
@@ -254,39 +250,11 @@ Tensor TensorIterator::new_output(ScalarType dtype, Device device) const {
   }
   // (an empty input counts as contiguous whatever its strides: torch keeps them then)
   if (all_contiguous && numel_ > 0) return empty(shape_, dtype, device);
-  // > 0: dim a (now inner of b) belongs outside it; < 0: it stays inner; 0: no input decides.
-  auto outer_than = [&](int64_t a, int64_t b) {
-    for (const DimVector& st : in_strides) {
-      if (st[a] == 0 || st[b] == 0) continue;
-      if (st[a] != st[b]) return st[a] > st[b] ? 1 : -1;
-      if (shape_[a] > shape_[b]) return 1;
-    }
-    return 0;
-  };
-  DimVector order(nd);  // innermost first
-  for (int64_t k = 0; k < nd; ++k) order[k] = nd - 1 - k;
-  // insertion sort that leaves undecided pairs where they are
-  for (int64_t i = 1; i < nd; ++i) {
-    int64_t cur = i;
-    for (int64_t j = i - 1; j >= 0; --j) {
-      const int c = outer_than(order[j], order[cur]);
-      if (c > 0) {
-        std::swap(order[j], order[cur]);
-        cur = j;
-      } else if (c < 0) {
-        break;
-      }
-    }
-  }
+  const DimVector order = suggested_dim_order(shape_, in_strides);
   bool identity = true;
   for (int64_t k = 0; k < nd; ++k) identity = identity && order[k] == nd - 1 - k;
   if (identity) return empty(shape_, dtype, device);
-  DimVector strides(nd);
-  int64_t step = 1;
-  for (int64_t k = 0; k < nd; ++k) {
-    strides[order[k]] = step;
-    step *= std::max<int64_t>(shape_[order[k]], 1);
-  }
+  const DimVector strides = dense_strides_in_order(shape_, order);
   return empty_strided(shape_, strides, dtype, device);
 }
 

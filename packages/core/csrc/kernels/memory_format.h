@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -46,22 +47,26 @@ inline DimVector channels_last_strides(const DimVector& sizes) {
   return strides;
 }
 
-// The strides PyTorch's preserve_format gives a copy of t: t's own when t is dense (no gaps or
-// overlaps: contiguous, transposed, channels-last), else dense strides in the memory order t's
-// strides suggest (dims by decreasing stride, equal strides by decreasing size, a broadcast
-// dim left where it stands among the others).
-inline DimVector preserved_strides(const Tensor& t) {
-  if (dense_strides(t)) return t->strides();
-  const int64_t nd = t->dim();
-  DimVector order(nd);  // innermost first
-  for (int64_t k = 0; k < nd; ++k) order[k] = nd - 1 - k;
-  // > 0: dim a (now inner of b) belongs outside it; < 0: it stays inner; 0: undecided.
+// The memory order, innermost dim first, that PyTorch's TensorIterator gives a new result of
+// shape `sizes`: each pair of dims is ordered by the first input whose strides for the two are
+// both non-zero and differ (the smaller stride inner); equal strides put the smaller dim inner;
+// a pair no input decides keeps its place. in_strides: each input's element strides over
+// `sizes`, 0 along broadcast dims.
+inline DimVector suggested_dim_order(const DimVector& sizes,
+                                     const std::vector<DimVector>& in_strides) {
+  const int64_t nd = static_cast<int64_t>(sizes.size());
+  // > 0: dim a (now inner of b) belongs outside it; < 0: it stays inner; 0: no input decides.
   auto outer_than = [&](int64_t a, int64_t b) {
-    const int64_t sa = t->stride(a), sb = t->stride(b);
-    if (sa == 0 || sb == 0) return 0;
-    if (sa != sb) return sa > sb ? 1 : -1;
-    return t->size(a) > t->size(b) ? 1 : 0;
+    for (const DimVector& st : in_strides) {
+      if (st[a] == 0 || st[b] == 0) continue;
+      if (st[a] != st[b]) return st[a] > st[b] ? 1 : -1;
+      if (sizes[a] > sizes[b]) return 1;
+    }
+    return 0;
   };
+  DimVector order(nd);
+  for (int64_t k = 0; k < nd; ++k) order[k] = nd - 1 - k;
+  // insertion sort that leaves undecided pairs where they are
   for (int64_t i = 1; i < nd; ++i) {
     int64_t cur = i;
     for (int64_t j = i - 1; j >= 0; --j) {
@@ -74,13 +79,28 @@ inline DimVector preserved_strides(const Tensor& t) {
       }
     }
   }
-  DimVector strides(nd);
+  return order;
+}
+
+// Dense strides for `sizes` laid out in `order` (innermost dim first; size-0 dims count as 1).
+inline DimVector dense_strides_in_order(const DimVector& sizes, const DimVector& order) {
+  DimVector strides(sizes.size());
   int64_t step = 1;
-  for (int64_t k = 0; k < nd; ++k) {
-    strides[order[k]] = step;
-    step *= std::max<int64_t>(t->size(order[k]), 1);
+  for (const int64_t d : order) {
+    strides[d] = step;
+    step *= std::max<int64_t>(sizes[d], 1);
   }
   return strides;
+}
+
+// The strides PyTorch's preserve_format gives a copy of t: t's own when t is dense (no gaps or
+// overlaps: contiguous, transposed, channels-last), else dense strides in the memory order t's
+// strides suggest (dims by decreasing stride, equal strides by decreasing size, a broadcast
+// dim left where it stands among the others).
+inline DimVector preserved_strides(const Tensor& t) {
+  if (dense_strides(t)) return t->strides();
+  std::vector<DimVector> in_strides{t->strides()};
+  return dense_strides_in_order(t->sizes(), suggested_dim_order(t->sizes(), in_strides));
 }
 
 }  // namespace ember
