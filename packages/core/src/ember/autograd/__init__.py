@@ -138,6 +138,22 @@ def _masked_ops() -> Any:
     return sys.modules["ember.masked._mt_ops"]
 
 
+_create_graph_warned = False
+
+
+def _warn_create_graph_cycle() -> None:
+    """PyTorch's once-per-process warning for backward(create_graph=True) without inputs."""
+    global _create_graph_warned
+    if _create_graph_warned:
+        return
+    _create_graph_warned = True
+    warnings.warn("Using backward() with create_graph=True will create a reference cycle between "
+                  "the parameter and its gradient which can cause a memory leak. We recommend "
+                  "using autograd.grad when creating the graph to avoid this. If you have to use "
+                  "this function, make sure to reset the .grad fields of your parameters to None "
+                  "after use to break the cycle and avoid the leak.", UserWarning, stacklevel=3)
+
+
 def backward(
     tensors: Tensor | Sequence[Tensor],
     grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
@@ -171,6 +187,8 @@ def backward(
     if len(grads) != len(outs):
         raise RuntimeError(f"backward: got {len(outs)} tensors but {len(grads)} gradients")
     _check_grad_devices("backward", outs, grads)
+    if create_graph and inputs is None:
+        _warn_create_graph_cycle()
     keep = create_graph if retain_graph is None else retain_graph
     ins = _tensors(inputs, "backward", "inputs", exc=RuntimeError,  # RuntimeError: PyTorch's
                    edges=True)

@@ -116,10 +116,21 @@ class _enable_get_lr_call:
         self.o._get_lr_called_within_step = False
 
 
-def _warn_get_lr_called_within_step(lr_scheduler: LRScheduler) -> None:
+def _warn_get_lr_called_within_step(lr_scheduler: LRScheduler, stacklevel: int = 2) -> None:
     if not lr_scheduler._get_lr_called_within_step:
         warnings.warn("To get the last learning rate computed by the scheduler, please use "
-                      "`get_last_lr()`.", UserWarning, stacklevel=2)
+                      "`get_last_lr()`.", UserWarning, stacklevel=stacklevel + 1)
+
+
+def _warns_outside_step(get_lr: Callable[[Any], list[Any]]) -> Callable[[Any], list[Any]]:
+    """ember's own schedulers' get_lr(): warns, as PyTorch's do, when called outside step()."""
+
+    @functools.wraps(get_lr)
+    def wrapper(self: Any) -> list[Any]:
+        _warn_get_lr_called_within_step(self, stacklevel=3)
+        return get_lr(self)
+
+    return wrapper
 
 
 def _check_scheduler_state(sched: Any, state_dict: Any) -> None:
@@ -153,6 +164,13 @@ class LRScheduler:
 
     _is_initial: bool = False
     _get_lr_called_within_step: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # only ember's schedulers: a user's get_lr() warns if it calls the helper itself
+        fn = cls.__dict__.get("get_lr")
+        if fn is not None and cls.__module__.startswith("ember.optim."):
+            cls.get_lr = _warns_outside_step(fn)  # type: ignore[method-assign]
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
         _check_optimizer(optimizer)

@@ -1522,6 +1522,9 @@ class Module:
             names = ("destination", "prefix", "keep_vars")
             if len(args) > 3:
                 raise TypeError(f"state_dict() takes at most 3 positional arguments, got {len(args)}")
+            warnings.warn("Positional args are being deprecated, use kwargs instead. Refer to "
+                          "https://pytorch.org/docs/main/generated/torch.nn.Module.html"
+                          "#torch.nn.Module.state_dict for details.", FutureWarning, stacklevel=2)
             values = dict(zip(names, args))
             destination = values.get("destination", destination)
             prefix = values.get("prefix", prefix)
