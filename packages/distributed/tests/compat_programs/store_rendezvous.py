@@ -131,6 +131,7 @@ def worker(rank, world_size, out):
     res["prefix_list"] = sorted(pa.list_keys())
     res["prefix_check_other"] = pa.check(["jobB/k0"])
     res["prefix_underlying"] = pa.underlying_store is tcp
+    tcp.barrier("listed", world_size)  # every rank has listed before anyone adds under jobA/
     nested = dist.PrefixStore("inner", pa)
     nested.set("deep", "1")
     res["nested_key"] = tcp.check(["jobA/inner/deep"])
