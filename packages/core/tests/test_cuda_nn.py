@@ -251,6 +251,30 @@ def test_rms_norm_forward_backward(dtype, shape, ns):
         check_all(gb, rb, tol * 10, "rms_norm_backward")
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape,ns", [((6, 40), [40]), ((3, 1500), [1500])])
+def test_layer_norm_of_a_16_bit_input_with_float32_parameters(dtype, shape, ns):
+    """Mixed precision (autocast keeps parameters in float32): the float32 weight and bias are
+    applied unrounded and the output rounded once, as on the CPU; the statistics and the parameter
+    gradients come back in float32."""
+    x = make(shape, dtype, scale=2.0) + 0.5
+    # Weights with more bits than the 16-bit input keeps: rounding them first would show.
+    w = make(ns, "float32") * 1.001 + 1.0 / 3.0
+    b = make(ns, "float32") + 1.0 / 7.0
+    ref = C.native_layer_norm(x, ns, w, b, 1e-5)
+    got = C.native_layer_norm(cu(x), ns, cu(w), cu(b), 1e-5)
+    assert got[1].dtype == ember.float32 and got[2].dtype == ember.float32
+    # One rounding of a 16-bit output: within one unit in the last place of the CPU's.
+    check_all(got, ref, {"float16": 2e-3, "bfloat16": 1.6e-2}[dtype], "mixed layer_norm")
+    g = make(shape, dtype)
+    rb = C.native_layer_norm_backward(g, x, ns, ref[1], ref[2], w, True, True, True)
+    gb = C.native_layer_norm_backward(
+        cu(g), cu(x), ns, cu(ref[1]), cu(ref[2]), cu(w), True, True, True
+    )
+    assert gb[1].dtype == ember.float32 and gb[2].dtype == ember.float32
+    check_all(gb, rb, norm_tol(dtype) * 10, "mixed layer_norm_backward")
+
+
 # ---- group norm -------------------------------------------------------------------------------
 
 GN_CASES = [((4, 32, 8, 8), 8), ((2, 6, 10), 3), ((3, 4), 2), ((2, 64, 40, 40), 32)]

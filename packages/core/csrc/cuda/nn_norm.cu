@@ -43,9 +43,9 @@ struct RowGeom {
 };
 
 template <class T>
-__global__ void row_norm_forward_kernel(const T* x, const T* w, const T* b, T* y, acc_t<T>* mean,
-                                        acc_t<T>* rstd, RowGeom geo, double eps, bool center,
-                                        int mode) {
+__global__ void row_norm_forward_kernel(const T* x, const acc_t<T>* w, const acc_t<T>* b, T* y,
+                                        acc_t<T>* mean, acc_t<T>* rstd, RowGeom geo, double eps,
+                                        bool center, int mode) {
   using A = acc_t<T>;
   const nnk::Team tm = nnk::make_team(mode);
   if (tm.id >= geo.rows) return;
@@ -75,8 +75,8 @@ __global__ void row_norm_forward_kernel(const T* x, const T* w, const T* b, T* y
     A v = to_op<T>(xr[j]) * rs + shift;
     if (w || b) {
       const int64_t p = geo.param(r, j);
-      if (w) v *= to_op<T>(w[p]);
-      if (b) v += to_op<T>(b[p]);
+      if (w) v *= w[p];
+      if (b) v += b[p];
     }
     yr[j] = from_op<T>(v);
   }
@@ -86,8 +86,8 @@ __global__ void row_norm_forward_kernel(const T* x, const T* w, const T* b, T* y
 // RMS norm, which has no mean).
 template <class T>
 __global__ void row_norm_backward_kernel(const T* g, const T* x, const acc_t<T>* mean,
-                                         const acc_t<T>* rstd, const T* w, T* gi, RowGeom geo,
-                                         int mode) {
+                                         const acc_t<T>* rstd, const acc_t<T>* w, T* gi,
+                                         RowGeom geo, int mode) {
   using A = acc_t<T>;
   const nnk::Team tm = nnk::make_team(mode);
   if (tm.id >= geo.rows) return;
@@ -98,7 +98,7 @@ __global__ void row_norm_backward_kernel(const T* g, const T* x, const acc_t<T>*
   A sg = 0, sgx = 0;
   for (int64_t j = tm.rank; j < M; j += tm.size) {
     A gv = to_op<T>(gr[j]);
-    if (w) gv *= to_op<T>(w[geo.param(r, j)]);
+    if (w) gv *= w[geo.param(r, j)];
     sg += gv;
     sgx += gv * (to_op<T>(xr[j]) - mu) * s;
   }
@@ -108,7 +108,7 @@ __global__ void row_norm_backward_kernel(const T* g, const T* x, const acc_t<T>*
   T* o = gi + r * M;
   for (int64_t j = tm.rank; j < M; j += tm.size) {
     A gv = to_op<T>(gr[j]);
-    if (w) gv *= to_op<T>(w[geo.param(r, j)]);
+    if (w) gv *= w[geo.param(r, j)];
     const A xh = (to_op<T>(xr[j]) - mu) * s;
     o[j] = from_op<T>(s * (gv - a - xh * c));
   }
@@ -148,10 +148,11 @@ __global__ void col_param_partial_kernel(const T* g, const T* x, const acc_t<T>*
   }
 }
 
-// Step 2: gw[j] / gb[j] = the sums of the chunks' partials (either output may be null).
+// Step 2: gw[j] / gb[j] = the sums of the chunks' partials (either output may be null), in the
+// compute type (rounded to the parameter's dtype afterwards).
 template <class T>
-__global__ void col_param_final_kernel(const acc_t<T>* pw, const acc_t<T>* pb, T* gw, T* gb,
-                                       int64_t chunks, int64_t M) {
+__global__ void col_param_final_kernel(const acc_t<T>* pw, const acc_t<T>* pb, acc_t<T>* gw,
+                                       acc_t<T>* gb, int64_t chunks, int64_t M) {
   using A = acc_t<T>;
   const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= M) return;
@@ -160,8 +161,8 @@ __global__ void col_param_final_kernel(const acc_t<T>* pw, const acc_t<T>* pb, T
     aw += pw[c * M + j];
     ab += pb[c * M + j];
   }
-  if (gw) gw[j] = from_op<T>(aw);
-  if (gb) gb[j] = from_op<T>(ab);
+  if (gw) gw[j] = aw;
+  if (gb) gb[j] = ab;
 }
 
 // Index arithmetic of the (O, P, K) layouts (group norm's parameter sums): the sample of the
@@ -246,7 +247,9 @@ T* mut_or_null(const Tensor& t) {
 }
 
 // Shared by layer / RMS / group norm: y, mean (null for RMS norm) and rstd of rows geo over the
-// contiguous x; w, b: contiguous in x's dtype or null; mean / rstd in nn::norm_acc_dtype(x).
+// contiguous x; w, b: contiguous in the compute type nn::norm_acc_dtype(x) or null (a float32
+// weight of a bfloat16 / float16 input is applied unrounded and the output rounded once, as
+// torch's mixed-type kernels and the CPU's); mean / rstd in nn::norm_acc_dtype(x).
 void launch_row_forward(const char* op, const Tensor& x, const Tensor& w, const Tensor& b,
                         const Tensor& y, const Tensor& mean, const Tensor& rstd, const RowGeom& geo,
                         double eps, bool center) {
@@ -258,7 +261,7 @@ void launch_row_forward(const char* op, const Tensor& x, const Tensor& w, const 
     using T = scalar_t;
     row_norm_forward_kernel<T>
         <<<nnk::team_blocks(mode, geo.rows), nnk::team_threads(mode), 0, ix::stream_of(x)>>>(
-            x->data_as<T>(), ptr_or_null<T>(w), ptr_or_null<T>(b), y->data_as<T>(),
+            x->data_as<T>(), ptr_or_null<acc_t<T>>(w), ptr_or_null<acc_t<T>>(b), y->data_as<T>(),
             mut_or_null<acc_t<T>>(mean), rstd->data_as<acc_t<T>>(), geo, eps, center, mode);
     check_launch(op);
   });
@@ -274,7 +277,7 @@ void launch_row_backward(const char* op, const Tensor& g, const Tensor& x, const
     row_norm_backward_kernel<T>
         <<<nnk::team_blocks(mode, geo.rows), nnk::team_threads(mode), 0, ix::stream_of(x)>>>(
             g->data_as<T>(), x->data_as<T>(), ptr_or_null<acc_t<T>>(mean),
-            rstd->data_as<acc_t<T>>(), ptr_or_null<T>(w), gi->data_as<T>(), geo, mode);
+            rstd->data_as<acc_t<T>>(), ptr_or_null<acc_t<T>>(w), gi->data_as<T>(), geo, mode);
     check_launch(op);
   });
 }
@@ -323,8 +326,8 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
   const int64_t R = rm.first, M = rm.second;
   DeviceGuard guard(ix::device_index(input));
   Tensor x = nnk::contig(input, op);
-  Tensor w = weight ? nnk::contig(weight, x->dtype(), op) : Tensor();
-  Tensor b = bias ? nnk::contig(bias, x->dtype(), op) : Tensor();
+  Tensor w = weight ? nnk::contig(weight, nn::norm_acc_dtype(x), op) : Tensor();
+  Tensor b = bias ? nnk::contig(bias, nn::norm_acc_dtype(x), op) : Tensor();
   Tensor out = empty(x->sizes(), x->dtype(), x->device());
   DimVector ss = nn::row_stat_shape(x, normalized_shape.size());
   // Computed in the compute type, saved in torch's dtype (nn::norm_stat_dtype).
@@ -355,7 +358,9 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tenso
   // The statistics are read in the compute type (whatever dtype they were saved in).
   Tensor m = mean ? nnk::contig(mean, nn::norm_acc_dtype(x), op) : Tensor();
   Tensor rs = nnk::contig(rstd, nn::norm_acc_dtype(x), op);
-  Tensor w = weight ? nnk::contig(weight, x->dtype(), op) : Tensor();
+  Tensor w = weight ? nnk::contig(weight, nn::norm_acc_dtype(x), op) : Tensor();
+  // Parameter gradients in the weight's dtype (float32 for a mixed-precision weight, as torch).
+  const ScalarType param_dt = weight ? weight->dtype() : x->dtype();
   Tensor gi, gw, gb;
   const RowGeom geo{R, M, 1, 0, 1};
   if (input_grad) {
@@ -363,16 +368,15 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tenso
     launch_row_backward(op, g, x, m, rs, w, gi, geo);
   }
   if (weight_grad || bias_grad) {
-    if (weight_grad) gw = empty(normalized_shape, x->dtype(), x->device());
-    if (bias_grad) gb = empty(normalized_shape, x->dtype(), x->device());
+    const ScalarType at = nn::norm_acc_dtype(x);
+    if (weight_grad) gw = empty(normalized_shape, at, x->device());
+    if (bias_grad) gb = empty(normalized_shape, at, x->device());
     if (M > 0 && R == 0) {
       if (gw) ix::zero(gw);
       if (gb) ix::zero(gb);
     } else if (M > 0) {
       const int64_t chunk = std::max<int64_t>(64, (R + 511) / 512);
       const int64_t chunks = (R + chunk - 1) / chunk;
-      const ScalarType at =
-          x->dtype() == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
       Tensor pw = empty(DimVector{chunks, M}, at, x->device());
       Tensor pb = empty(DimVector{chunks, M}, at, x->device());
       EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
@@ -385,10 +389,12 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tenso
             pb->data_as<A>(), R, M, chunk);
         check_launch(op);
         col_param_final_kernel<T><<<blocks_for(M), kBlockSize, 0, ix::stream_of(x)>>>(
-            pw->data_as<A>(), pb->data_as<A>(), mut_or_null<T>(gw), mut_or_null<T>(gb), chunks, M);
+            pw->data_as<A>(), pb->data_as<A>(), mut_or_null<A>(gw), mut_or_null<A>(gb), chunks, M);
         check_launch(op);
       });
     }
+    if (gw) gw = nnk::contig(gw, param_dt, op);
+    if (gb) gb = nnk::contig(gb, param_dt, op);
   }
   return {gi, gw, gb};
 }
@@ -410,8 +416,8 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input, int64_
   nn::GroupShape s = group_shape(op, input, num_groups, weight, bias);
   DeviceGuard guard(ix::device_index(input));
   Tensor x = nnk::contig(input, op);
-  Tensor w = weight ? nnk::contig(weight, x->dtype(), op) : Tensor();
-  Tensor b = bias ? nnk::contig(bias, x->dtype(), op) : Tensor();
+  Tensor w = weight ? nnk::contig(weight, nn::norm_acc_dtype(x), op) : Tensor();
+  Tensor b = bias ? nnk::contig(bias, nn::norm_acc_dtype(x), op) : Tensor();
   Tensor out = empty(x->sizes(), x->dtype(), x->device());
   Tensor mean = empty(DimVector{s.n, s.g}, nn::norm_acc_dtype(x), x->device());
   Tensor rstd = empty(DimVector{s.n, s.g}, nn::norm_acc_dtype(x), x->device());
@@ -439,7 +445,9 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(
   Tensor g = nnk::contig(grad_out, x->dtype(), op);
   Tensor m = nnk::contig(mean, nn::norm_acc_dtype(x), op);
   Tensor rs = nnk::contig(rstd, nn::norm_acc_dtype(x), op);
-  Tensor w = weight ? nnk::contig(weight, x->dtype(), op) : Tensor();
+  Tensor w = weight ? nnk::contig(weight, nn::norm_acc_dtype(x), op) : Tensor();
+  // Parameter gradients in the weight's dtype (float32 for a mixed-precision weight, as torch).
+  const ScalarType param_dt = weight ? weight->dtype() : x->dtype();
   const int64_t cg = s.c / s.g;
   Tensor gi, gw, gb;
   if (input_grad) {
@@ -453,8 +461,8 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(
     Tensor rd = nnk::contig(rs, ScalarType::Float64, op);
     Tensor sg, sgx;
     std::tie(sg, sgx) = channel_sums(op, g, x, md, rd, s.n, s.c, s.hw, s.g, cg);
-    if (weight_grad) gw = nnk::contig(sgx, x->dtype(), op);
-    if (bias_grad) gb = nnk::contig(sg, x->dtype(), op);
+    if (weight_grad) gw = nnk::contig(sgx, param_dt, op);
+    if (bias_grad) gb = nnk::contig(sg, param_dt, op);
   }
   return {gi, gw, gb};
 }
