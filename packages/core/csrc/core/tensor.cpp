@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <utility>
 
 #include "core/error.h"
 
@@ -66,6 +67,20 @@ size_t checked_nbytes(int64_t n, ScalarType dtype, const DimVector& sizes, const
   return static_cast<size_t>(nbytes);
 }
 }  // namespace
+
+void TensorImpl::swap_contents(TensorImpl& other) noexcept {
+  using std::swap;
+  swap(storage_, other.storage_);
+  swap(sizes_, other.sizes_);
+  swap(strides_, other.strides_);
+  swap(offset_, other.offset_);
+  swap(numel_, other.numel_);
+  swap(dtype_, other.dtype_);
+  swap(contiguous_, other.contiguous_);
+  swap(version_, other.version_);
+  swap(base_, other.base_);
+  swap(autograd_, other.autograd_);
+}
 
 void TensorImpl::set_sizes_strides(DimVector sizes, DimVector strides, int64_t offset) {
   numel_or_fail(sizes);  // before anything changes

@@ -112,6 +112,11 @@ class TensorImpl {
   // Only for `Tensor.data = other`, which may change the dtype (sizes/strides follow separately).
   void set_dtype(ScalarType dtype) { dtype_ = dtype; }
 
+  // ember.utils.swap_tensors: exchanges everything the two tensors hold (storage, metadata,
+  // version counter, view base, autograd state); the caller makes sure nothing else refers to
+  // either (a graph node or a view would see the other tensor's contents).
+  void swap_contents(TensorImpl& other) noexcept;
+
   AutogradMeta* autograd_meta() const { return autograd_.get(); }
   void set_autograd_meta(std::unique_ptr<AutogradMeta, void (*)(AutogradMeta*)> m) {
     autograd_ = std::move(m);

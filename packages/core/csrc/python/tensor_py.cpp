@@ -404,6 +404,21 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
   // counter); Python subclasses such as nn.Parameter construct themselves through it.
   cls.def(py::init([](const Tensor& data) { return autograd::detach(data); }), py::arg("data"));
   cls.def(py::init([]() { return empty(DimVector{0}, ScalarType::Float32); }));
+  // The C++ half of ember.utils.swap_tensors (which swaps the Python objects' classes and
+  // dicts): refused while anything but the two Python objects holds either tensor (a graph
+  // node that saved it, a view of it, ...), as PyTorch refuses.
+  m.def("_swap_tensor_impl", [](const py::handle& a, const py::handle& b) {
+    EMBER_CHECK_KIND(is_tensor_object(a.ptr()) && is_tensor_object(b.ptr()), Type,
+                     "swap_tensors: expected two tensors, got ", Py_TYPE(a.ptr())->tp_name, " and ",
+                     Py_TYPE(b.ptr())->tp_name);
+    Tensor ta = a.cast<Tensor>(), tb = b.cast<Tensor>();
+    if (ta == tb) return;
+    // 2: the Python object's holder and ta / tb here.
+    const long na = ta.use_count(), nb = tb.use_count();
+    EMBER_CHECK(na <= 2, "Expected single reference to a's Tensor object but got ", na - 1);
+    EMBER_CHECK(nb <= 2, "Expected single reference to b's Tensor object but got ", nb - 1);
+    ta->swap_contents(*tb);
+  });
   m.def("_set_size_type", [](py::object t) { g_size_type = t.release().ptr(); });
   m.def("_tf_fast_properties", &install_fast_properties, py::arg("getters"),
         "Makes the hot Tensor properties named in getters (name -> their __torch_function__ "

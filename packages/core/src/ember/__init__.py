@@ -146,7 +146,7 @@ _LAZY_MODULES = (
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
     "special", "onnx", "profiler", "memory", "return_types", "linalg", "jit", "compiler",
     "version", "hub", "fft", "signal", "quasirandom", "accelerator", "cpu", "xpu", "mps", "_dynamo",
-    "library", "ops", "futures", "types", "storage", "__config__", "_utils",
+    "library", "ops", "futures", "types", "storage", "__config__", "_utils", "__future__",
 )
 _LAZY_ATTRS = {
     "autocast": "ember.amp",

@@ -85,6 +85,22 @@ _global_module_registration_hooks: OrderedDict[int, Callable] = OrderedDict()
 _global_parameter_registration_hooks: OrderedDict[int, Callable] = OrderedDict()
 
 
+def _same_kind(t: Any, converted: Any) -> bool:
+    """Whether ``t.data = converted`` can take the conversion in place (PyTorch's compatible
+    shallow-copy types): two dense ember tensors (a sparse result needs a new object). A
+    ``__torch_dispatch__`` wrapper (DTensor) keeps its state in Python attributes that ``.data``
+    does not carry, so it only takes a conversion that keeps its dtype and device."""
+    if not (isinstance(t, Tensor) and isinstance(converted, Tensor)):
+        return False
+    if _is_wrapper(t) or _is_wrapper(converted):
+        return t.dtype == converted.dtype and t.device == converted.device
+    return True
+
+
+def _is_wrapper(t: Tensor) -> bool:
+    return any("__torch_dispatch__" in k.__dict__ for k in type(t).__mro__ if k is not Tensor)
+
+
 def _add_hook(hooks: OrderedDict, hook: Callable, extra: tuple[dict, ...] = ()) -> RemovableHandle:
     handle = RemovableHandle(hooks, extra_dicts=extra)
     hooks[handle.id] = hook
@@ -1001,11 +1017,19 @@ class Module:
         return self
 
     def _apply(self, fn: Callable[[Tensor], Tensor], memo: dict | None = None) -> Module:
-        """Replaces every parameter, gradient and buffer t by fn(t) (shared ones stay shared)."""
+        """Replaces every parameter, gradient and buffer t by fn(t) (shared ones stay shared).
+
+        As in PyTorch, a parameter keeps its object (``param.data = fn(param)``, also when the
+        dtype or device changes), so optimizers made before ``.to()`` / ``.double()`` still hold
+        it; ``ember.__future__`` switches to new objects (overwrite) or ``swap_tensors``."""
+        from ember import __future__ as future
+
         if memo is None:
             memo = {}
         for m in self.children():
             m._apply(fn, memo)
+        overwrite = future.get_overwrite_module_params_on_conversion()
+        swap = future.get_swap_module_params_on_conversion()
         for key, p in self._parameters.items():
             if p is None:
                 continue
@@ -1022,20 +1046,39 @@ class Module:
                 memo[id(p)] = p
                 continue
             g = p.grad
-            if new.dtype == p.dtype and new.device == p.device:
+            if swap:
+                if g is not None:
+                    p.grad = None  # the old gradient is converted and swapped on its own below
+                try:
+                    ember.utils.swap_tensors(p, Parameter(new, p.requires_grad))
+                except Exception as e:
+                    if g is not None:
+                        p.grad = g
+                    raise RuntimeError(
+                        f"_apply(): Couldn't swap {self._get_name()}.{key}") from e
+                result = p
+            elif not overwrite and _same_kind(p, new):
                 p.data = new  # keep the Parameter object: optimizers holding it still work
                 result = p
-                if g is not None:
-                    with ember.no_grad():
-                        g2 = fn(g)
-                    if g2 is not g:
-                        p.grad = g2
             else:
                 result = Parameter(new, p.requires_grad)
-                if g is not None:
-                    with ember.no_grad():
-                        result.grad = fn(g).detach()
                 self._parameters[key] = result
+            if g is not None:
+                with ember.no_grad():
+                    g2 = fn(g)
+                if swap:
+                    g2.requires_grad_(g.requires_grad)
+                    try:
+                        ember.utils.swap_tensors(g, g2)
+                    except Exception as e:
+                        raise RuntimeError(
+                            f"_apply(): Couldn't swap {self._get_name()}.{key}.grad") from e
+                    result.grad = g
+                elif result is p and not overwrite and _same_kind(g, g2):
+                    if g2 is not g:
+                        g.data = g2  # the .grad object stays too
+                else:
+                    result.grad = g2.detach().requires_grad_(g.requires_grad)
             memo[id(p)] = result
         for key, b in self._buffers.items():
             if b is not None:
@@ -1620,7 +1663,22 @@ class Module:
                 )
                 continue
             try:
-                if assign:
+                if ember.__future__.get_swap_module_params_on_conversion():
+                    # PyTorch's swap path: module_load maps the value, then it is swapped into
+                    # the existing object (which keeps its identity and requires_grad)
+                    new = current.module_load(value, assign=assign)
+                    if new is value or new is current:
+                        raise RuntimeError(
+                            "module_load returned one of self or other, please .detach() the "
+                            "result if returning one of the inputs in module_load")
+                    if isinstance(current, Parameter):
+                        if not isinstance(new, Parameter):
+                            new = Parameter(new, requires_grad=current.requires_grad)
+                        else:
+                            new.requires_grad_(current.requires_grad)
+                    ember.utils.swap_tensors(current, new)
+                    del new
+                elif assign:
                     if isinstance(current, Parameter):
                         new = value if isinstance(value, Parameter) else Parameter(value, current.requires_grad)
                         new.requires_grad_(current.requires_grad)  # the model's flag stays
