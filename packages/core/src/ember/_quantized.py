@@ -588,33 +588,51 @@ def quantize_per_tensor_dynamic(input: Tensor, dtype: Any, reduce_range: bool) -
 
 def choose_qparams(lo: float, hi: float, qmin: int, qmax: int, reduce_range: bool = False,
                    preserve_sparsity: bool = False) -> tuple[float, int]:
-    """The (scale, zero_point) PyTorch's dynamic quantization chooses for a range ``[lo, hi]``
-    (float32 arithmetic, as its ``ChooseQuantizationParams``)."""
+    """The (scale, zero_point) PyTorch's C++ ``ChooseQuantizationParams`` picks for the range
+    ``[lo, hi]`` (dynamic quantization, the fused observer + fake quantize op): float32
+    bounds widened to include 0, a double scale ``(hi - lo) / (qmax - qmin)`` (at least 6.1e-5),
+    and the zero point from whichever bound loses less, rounded half to even.
+
+    >>> choose_qparams(-1.0, 3.0, 0, 255)
+    (0.01568627450980392, 64)
+    """
     if reduce_range:
         qmin, qmax = qmin // 2, qmax // 2
-    lo, hi = _f32(min(lo, 0.0)), _f32(max(hi, 0.0))
+    lo, hi = _f32(lo), _f32(hi)
     if preserve_sparsity and lo < 0 and hi > 0:
-        m = max(-lo, hi)
-        lo, hi = -m, m
-    scale = (hi - lo) / (qmax - qmin)  # in double, as the C++
-    if _f32(scale) == 0.0 or 1.0 / _f32(scale) == math.inf:
+        sym_qmin = -((qmax - qmin) // 2 + 1)
+        sym_qmax = (qmax - qmin) // 2
+        max_scale = max(abs(lo / sym_qmin), abs(hi / sym_qmax))
+        lo, hi = _f32(max_scale * sym_qmin), _f32(max_scale * sym_qmax)
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    scale = (hi - lo) / (qmax - qmin)
+    if _f32(scale) == 0.0 or math.isinf(1.0 / _f32(scale)):
         scale = 0.1
+    small = _f32(6.1e-5)
+    if _f32(scale) < small:  # cut off tiny scales, widening the range to match
+        org = _f32(scale)
+        scale = small
+        if lo == 0.0:
+            hi = _f32(small * (qmax - qmin))
+        elif hi == 0.0:
+            lo = _f32(-small * (qmax - qmin))
+        else:
+            amp = _f32(small / org)
+            lo, hi = _f32(lo * amp), _f32(hi * amp)
     zero_from_min = qmin - lo / scale
     zero_from_max = qmax - hi / scale
     err_min = abs(qmin) - abs(lo / scale)
     err_max = abs(qmax) - abs(hi / scale)
     initial = zero_from_min if err_min < err_max else zero_from_max
+    if preserve_sparsity and lo < 0 and hi > 0:
+        initial = (qmin + qmax) / 2
     if initial < qmin:
         zp = qmin
     elif initial > qmax:
         zp = qmax
     else:
-        zp = int(_round_half_even(initial))
+        zp = int(round(initial))  # half to even, as nearbyint
     return scale, zp
-
-
-def _round_half_even(v: float) -> float:
-    return float(round(v))  # Python's round() is half to even
 
 
 def dequantize(input: Any) -> Any:
