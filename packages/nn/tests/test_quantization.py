@@ -503,3 +503,104 @@ def test_dynamic_linear_explicit():
     assert y.tolist() == [[pytest.approx((127 * 2 - 42 * 2) * (3 / 127) * 0.5 + 0.5, rel=1e-6)]]
     with pytest.raises(RuntimeError, match="float"):
         m(ember.tensor([[1, 2]]))
+
+
+# ---- FloatFunctional / QFunctional (skip connections) --------------------------------------------
+def _res(lib, Q, FF):
+    class Res(lib.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.quant = Q.QuantStub()
+            self.conv1 = lib.nn.Conv2d(3, 3, 3, padding=1)
+            self.relu1 = lib.nn.ReLU()
+            self.conv2 = lib.nn.Conv2d(3, 3, 3, padding=1)
+            self.skip = FF()
+            self.dequant = Q.DeQuantStub()
+
+        def forward(self, x):
+            x = self.quant(x)
+            y = self.conv2(self.relu1(self.conv1(x)))
+            return self.dequant(self.skip.add_relu(x, y))
+
+    return Res()
+
+
+def test_float_functional_residual_ptq_matches_torch(torch, tq):
+    import torch.ao.nn.quantized as tnnq
+
+    torch.manual_seed(2)
+    tm = _res(torch, tq, tnnq.FloatFunctional).eval()
+    em = _res(ember, eq, nnq.FloatFunctional).eval()
+    em.load_state_dict({k: ember.tensor(v.numpy()) for k, v in tm.state_dict().items()})
+    tm = tq.fuse_modules(tm, [["conv1", "relu1"]])
+    em = eq.fuse_modules(em, [["conv1", "relu1"]])
+    tm.qconfig, em.qconfig = tq.get_default_qconfig("x86"), eq.get_default_qconfig("x86")
+    tp, ep = tq.prepare(tm), eq.prepare(em)
+    assert type(ep.skip.activation_post_process).__name__ == "HistogramObserver"
+    g = np.random.default_rng(8)
+    for _ in range(2):
+        c = g.standard_normal((4, 3, 6, 6)).astype(np.float32)
+        tp(torch.tensor(c))
+        ep(ember.tensor(c))
+    tc, ec = tq.convert(tp), eq.convert(ep)
+    assert type(ec.skip) is nnq.QFunctional
+    assert ec.skip.scale == pytest.approx(tc.skip.scale, rel=1e-6)
+    assert ec.skip.zero_point == tc.skip.zero_point
+    x = g.standard_normal((3, 3, 6, 6)).astype(np.float32)
+    ye, yt = ec(ember.tensor(x)), tc(torch.tensor(x))
+    assert np.abs(ye.numpy() - yt.numpy()).max() <= ec.skip.scale * 1.01
+    with pytest.raises(RuntimeError, match="not intended"):
+        ec.skip(ember.ones(1))
+
+
+@pytest.mark.parametrize("c", [0.0, 3.0, -3.0, 0.25, -0.25, 0.35])
+def test_qfunctional_scalar_ops_match_torch(torch, c):
+    x = [-1.0, 0.5, 2.0, 20.0]
+    qe = ember.quantize_per_tensor(ember.tensor(x), 0.1, 10, ember.quint8)
+    qt = torch.quantize_per_tensor(torch.tensor(x), 0.1, 10, torch.quint8)
+    f = nnq.QFunctional()
+    for ours, theirs in ((f.add_scalar(qe, c), torch.ops.quantized.add_scalar(qt, c)),
+                         (f.mul_scalar(qe, c), torch.ops.quantized.mul_scalar(qt, c))):
+        assert ours.q_scale() == pytest.approx(theirs.q_scale(), rel=1e-9)
+        assert ours.q_zero_point() == theirs.q_zero_point()
+        assert ours.int_repr().tolist() == theirs.int_repr().tolist()
+
+
+def test_qfunctional_explicit():
+    f = nnq.QFunctional()
+    f.scale, f.zero_point = 0.5, 2
+    a = ember.quantize_per_tensor(ember.tensor([1.0, -2.0]), 0.25, 0, ember.qint8)
+    b = ember.quantize_per_tensor(ember.tensor([0.5, 0.75]), 0.25, 0, ember.qint8)
+    assert f.add(a, b).dequantize().tolist() == [1.5, -1.0]
+    assert f.add_relu(a, b).dequantize().tolist() == [1.5, 0.0]
+    assert f.mul(a, b).dequantize().tolist() == [0.5, -1.5]
+    assert f.cat([a, b]).dequantize().tolist() == [1.0, -2.0, 0.5, 1.0]
+
+
+def test_float_functional_residual_qat_matches_torch(torch, tq):
+    import torch.ao.nn.quantized as tnnq
+
+    torch.manual_seed(3)
+    tm = _res(torch, tq, tnnq.FloatFunctional).train()
+    em = _res(ember, eq, nnq.FloatFunctional).train()
+    em.load_state_dict({k: ember.tensor(v.numpy()) for k, v in tm.state_dict().items()})
+    tm.qconfig, em.qconfig = tq.get_default_qat_qconfig("x86"), eq.get_default_qat_qconfig("x86")
+    tp, ep = tq.prepare_qat(tm), eq.prepare_qat(em)
+    eopt = ember.optim.SGD(ep.parameters(), lr=0.1)
+    topt = torch.optim.SGD(tp.parameters(), lr=0.1)
+    g = np.random.default_rng(9)
+    for _ in range(3):
+        x = g.standard_normal((4, 3, 6, 6)).astype(np.float32)
+        el = (ep(ember.tensor(x)) ** 2).mean()
+        tl = (tp(torch.tensor(x)) ** 2).mean()
+        eopt.zero_grad()
+        el.backward()
+        eopt.step()
+        topt.zero_grad()
+        tl.backward()
+        topt.step()
+        assert el.item() == pytest.approx(tl.item(), rel=1e-5)
+    ec, tc = eq.convert(ep.eval()), tq.convert(tp.eval())
+    x = g.standard_normal((3, 3, 6, 6)).astype(np.float32)
+    ye, yt = ec(ember.tensor(x)), tc(torch.tensor(x))
+    assert np.abs(ye.numpy() - yt.numpy()).max() <= ec.skip.scale * 1.01

@@ -54,6 +54,7 @@ def get_default_static_quant_module_mappings() -> dict[type, type]:
         nni.LinearReLU: nniq.LinearReLU, nnqat.Linear: nnq.Linear, nnqat.Conv2d: nnq.Conv2d,
         nniqat.ConvBn2d: nnq.Conv2d, nniqat.ConvBnReLU2d: nniq.ConvReLU2d,
         nniqat.ConvReLU2d: nniq.ConvReLU2d, nniqat.LinearReLU: nniq.LinearReLU,
+        nnq.FloatFunctional: nnq.QFunctional,
     }
 
 
@@ -130,6 +131,10 @@ def _add_observer_(module: nn.Module, propagation: set[type],
                    non_leaf: set[type] | None = None) -> None:
     for child in module.children():
         if type(child) is nn.Dropout:
+            continue
+        if isinstance(child, (nnq.FloatFunctional, nnq.QFunctional)):
+            if getattr(child, "qconfig", None) is not None:
+                child.activation_post_process = child.qconfig.activation()
             continue
         if isinstance(child, nni._FusedModule) or (non_leaf is not None
                                                    and type(child) in non_leaf):

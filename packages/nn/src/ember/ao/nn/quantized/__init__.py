@@ -25,7 +25,8 @@ import ember.nn.functional as F
 from ember import Tensor, nn
 from ember._quantized import QuantizedTensor, _f32
 
-__all__ = ["Quantize", "DeQuantize", "Linear", "Conv2d", "ReLU", "ReLU6"]
+__all__ = ["Quantize", "DeQuantize", "Linear", "Conv2d", "ReLU", "ReLU6", "FloatFunctional",
+           "QFunctional"]
 
 
 def _check_quantized(op: str, x: Any) -> QuantizedTensor:
@@ -400,6 +401,147 @@ class Conv2d(_WeightedQuantized):
             act_scale, act_zp = activation_post_process.calculate_qparams()
             out.scale = float(act_scale.item())
             out.zero_point = int(act_zp.item())
+        return out
+
+
+# ---- functional modules (skip connections and other ops between tensors) -------------------
+class FloatFunctional(nn.Module):
+    """Tensor ops (``add``, ``cat``, ``mul``, ...) as a module, so that quantization can observe
+    their output: ``prepare`` gives it an observer as ``activation_post_process`` and
+    ``convert`` turns it into a :class:`QFunctional` with that output's parameters.
+
+    >>> import ember
+    >>> FloatFunctional().add(ember.tensor([1.0]), ember.tensor([2.0])).tolist()
+    [3.0]
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.activation_post_process = nn.Identity()
+
+    def forward(self, x: Any) -> Any:
+        raise RuntimeError("FloatFunctional is not intended to use the 'forward'. Please use "
+                           "the underlying operation")
+
+    def add(self, x: Tensor, y: Tensor) -> Tensor:
+        return self.activation_post_process(ember.add(x, y))
+
+    def add_scalar(self, x: Tensor, y: float) -> Tensor:
+        return ember.add(x, y)  # not observed: the quantized op derives its parameters
+
+    def mul(self, x: Tensor, y: Tensor) -> Tensor:
+        return self.activation_post_process(ember.mul(x, y))
+
+    def mul_scalar(self, x: Tensor, y: float) -> Tensor:
+        return ember.mul(x, y)  # not observed: the quantized op derives its parameters
+
+    def cat(self, x: list[Tensor], dim: int = 0) -> Tensor:
+        return self.activation_post_process(ember.cat(x, dim=dim))
+
+    def add_relu(self, x: Tensor, y: Tensor) -> Tensor:
+        return self.activation_post_process(F.relu(ember.add(x, y)))
+
+    def matmul(self, x: Tensor, y: Tensor) -> Tensor:
+        return self.activation_post_process(ember.matmul(x, y))
+
+
+def _per_tensor(op: str, x: Any) -> QuantizedTensor:
+    if not isinstance(x, QuantizedTensor) or x._per_channel():
+        raise RuntimeError(f"QFunctional.{op}: expected per-tensor quantized operands, got "
+                           f"{getattr(x, 'dtype', type(x).__name__)}")
+    return x
+
+
+class QFunctional(nn.Module):
+    """The quantized :class:`FloatFunctional`: each op works on the dequantized values and
+    requantizes the result to ``scale`` / ``zero_point`` (``add_scalar`` / ``mul_scalar``
+    derive their output parameters from the input, as PyTorch's quantized ops do).
+
+    >>> import ember
+    >>> qf = QFunctional()
+    >>> qf.scale, qf.zero_point = 0.5, 0
+    >>> a = ember.quantize_per_tensor(ember.tensor([1.0, 2.0]), 0.25, 0, ember.quint8)
+    >>> qf.add(a, a).dequantize().tolist()
+    [2.0, 4.0]
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = 1.0
+        self.zero_point = 0
+        self.activation_post_process = nn.Identity()
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale}, zero_point={self.zero_point}"
+
+    def forward(self, x: Any) -> Any:
+        raise RuntimeError("Functional is not intended to use the 'forward'. Please use the "
+                           "underlying operation")
+
+    def _out(self, values: Tensor, dtype: Any, relu: bool = False) -> QuantizedTensor:
+        q = ember.quantize_per_tensor(values, self.scale, self.zero_point, dtype)
+        return ember.relu(q) if relu else q
+
+    def add(self, x: QuantizedTensor, y: QuantizedTensor) -> QuantizedTensor:
+        a, b = _per_tensor("add", x), _per_tensor("add", y)
+        return self._out(a.dequantize() + b.dequantize(), a.dtype)
+
+    def add_relu(self, x: QuantizedTensor, y: QuantizedTensor) -> QuantizedTensor:
+        a, b = _per_tensor("add_relu", x), _per_tensor("add_relu", y)
+        return self._out(a.dequantize() + b.dequantize(), a.dtype, relu=True)
+
+    def mul(self, x: QuantizedTensor, y: QuantizedTensor) -> QuantizedTensor:
+        a, b = _per_tensor("mul", x), _per_tensor("mul", y)
+        return self._out(a.dequantize() * b.dequantize(), a.dtype)
+
+    def matmul(self, x: QuantizedTensor, y: QuantizedTensor) -> QuantizedTensor:
+        a, b = _per_tensor("matmul", x), _per_tensor("matmul", y)
+        return self._out(ember.matmul(a.dequantize(), b.dequantize()), a.dtype)
+
+    def cat(self, x: list[QuantizedTensor], dim: int = 0) -> QuantizedTensor:
+        parts = [_per_tensor("cat", t) for t in x]
+        return self._out(ember.cat([t.dequantize() for t in parts], dim=dim), parts[0].dtype)
+
+    def add_scalar(self, x: QuantizedTensor, y: float) -> QuantizedTensor:
+        """``x + y`` by moving the zero point by ``round(y / scale)``; when that leaves the
+        integer range, the scale widens to fit (and the values are requantized)."""
+        a = _per_tensor("add_scalar", x)
+        s, z = a._scale, a._zero_point
+        qmin, qmax = a.dtype.qmin, a.dtype.qmax
+        c_q = int(round(y / s))
+        shifted = z - c_q
+        if qmin <= shifted <= qmax:
+            return QuantizedTensor(a._data.clone(), a.dtype, ember.per_tensor_affine, s, shifted)
+        if shifted < qmin:
+            s2, z2 = (qmax - shifted) / (qmax - qmin) * s, qmin
+        else:
+            s2, z2 = (shifted - qmin) / (qmax - qmin) * s, qmax
+        return ember.quantize_per_tensor(a.dequantize() + _f32(c_q * s), s2, z2, a.dtype)
+
+    def mul_scalar(self, x: QuantizedTensor, y: float) -> QuantizedTensor:
+        """``x * y`` by scaling the scale (a negative ``y`` mirrors the integers)."""
+        a = _per_tensor("mul_scalar", x)
+        qmin, qmax = a.dtype.qmin, a.dtype.qmax
+        if y == 0:
+            return QuantizedTensor(ember.zeros_like(a._data), a.dtype, ember.per_tensor_affine,
+                                   1.0, 0)
+        if y > 0:
+            return QuantizedTensor(a._data.clone(), a.dtype, ember.per_tensor_affine,
+                                   a._scale * y, a._zero_point)
+        mirrored = (qmax + qmin - a._data.to(ember.int64)).to(a._data.dtype)
+        return QuantizedTensor(mirrored, a.dtype, ember.per_tensor_affine, a._scale * -y,
+                               qmax + qmin - a._zero_point)
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False
+                   ) -> QFunctional:
+        if type(mod) is not FloatFunctional:
+            raise AssertionError("QFunctional.from_float expects an instance of "
+                                 "FloatFunctional")
+        scale, zero_point = mod.activation_post_process.calculate_qparams()
+        out = cls()
+        out.scale = float(scale.item())
+        out.zero_point = int(zero_point.item())
         return out
 
 
