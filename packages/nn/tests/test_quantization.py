@@ -604,3 +604,16 @@ def test_float_functional_residual_qat_matches_torch(torch, tq):
     x = g.standard_normal((3, 3, 6, 6)).astype(np.float32)
     ye, yt = ec(ember.tensor(x)), tc(torch.tensor(x))
     assert np.abs(ye.numpy() - yt.numpy()).max() <= ec.skip.scale * 1.01
+
+
+def test_old_module_spellings_are_the_same_classes():
+    import ember.nn.intrinsic.qat
+    import ember.nn.quantized.dynamic
+    from ember.ao.nn import intrinsic, qat
+
+    assert ember.nn.quantized.Linear is nnq.Linear
+    assert ember.nn.quantized.dynamic.Linear is nnq.dynamic.Linear
+    assert ember.nn.intrinsic.ConvBnReLU2d is intrinsic.ConvBnReLU2d
+    assert ember.nn.intrinsic.qat.ConvBnReLU2d is intrinsic.qat.ConvBnReLU2d
+    assert ember.nn.qat.Linear is qat.Linear
+    assert ember.quantization.QuantStub is eq.QuantStub and ember.ao.quantization is eq
