@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import io
+import re
 import warnings
 
 import ember
@@ -617,3 +618,66 @@ def test_old_module_spellings_are_the_same_classes():
     assert ember.nn.intrinsic.qat.ConvBnReLU2d is intrinsic.qat.ConvBnReLU2d
     assert ember.nn.qat.Linear is qat.Linear
     assert ember.quantization.QuantStub is eq.QuantStub and ember.ao.quantization is eq
+
+
+def _elementwise_net(lib, Q):
+    tnn = lib.nn
+
+    class Net(tnn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.quant = Q.QuantStub()
+            self.conv = tnn.Conv2d(3, 4, 3)
+            self.bn = tnn.BatchNorm2d(4)
+            self.hs = tnn.Hardswish()
+            self.bn2 = tnn.BatchNorm2d(4)
+            self.relu = tnn.ReLU()
+            self.lrelu = tnn.LeakyReLU(0.1)
+            self.elu = tnn.ELU(0.5)
+            self.drop = tnn.Dropout(0.3)
+            self.dequant = Q.DeQuantStub()
+
+        def forward(self, x):
+            x = self.hs(self.bn(self.conv(self.quant(x))))
+            x = self.elu(self.lrelu(self.relu(self.bn2(x))))
+            x = lib.nn.functional.dropout(self.drop(x), 0.2, training=self.training)
+            return self.dequant(x)
+
+    return Net()
+
+
+def test_batchnorm_hardswish_leaky_elu_dropout_ptq_match_torch(torch, tq):
+    torch.manual_seed(0)
+    tm, em = _elementwise_net(torch, tq), _elementwise_net(ember, eq)
+    with torch.no_grad():
+        for b in (tm.bn, tm.bn2):
+            b.running_mean.uniform_(-0.5, 0.5)
+            b.running_var.uniform_(0.5, 2)
+            b.weight.uniform_(0.5, 1.5)
+            b.bias.uniform_(-0.2, 0.2)
+    em.load_state_dict({k: ember.tensor(v.numpy()) for k, v in tm.state_dict().items()})
+    tm = tq.fuse_modules(tm.eval(), [["bn2", "relu"]])
+    em = eq.fuse_modules(em.eval(), [["bn2", "relu"]])
+    tm.qconfig, em.qconfig = tq.get_default_qconfig("x86"), eq.get_default_qconfig("x86")
+    tp, ep = tq.prepare(tm), eq.prepare(em)
+    g = np.random.default_rng(10)
+    for _ in range(2):
+        c = g.standard_normal((4, 3, 7, 7)).astype(np.float32)
+        tp(torch.tensor(c))
+        ep(ember.tensor(c))
+    tc, ec = tq.convert(tp), eq.convert(ep)
+    def shape(m):  # the layout of the repr, the observed scales aside (float rounding)
+        return re.sub(r"scale=[0-9.e-]+", "scale=S", repr(m).replace("torch.", "ember."))
+
+    assert shape(ec) == shape(tc)
+    x = g.standard_normal((4, 3, 7, 7)).astype(np.float32)
+    ye, yt = ec(ember.tensor(x)), tc(torch.tensor(x))
+    assert np.abs(ye.numpy() - yt.numpy()).max() <= ec.elu.scale * 1.01
+    sd = ec.state_dict()
+    assert sd["hs.scale"].item() == pytest.approx(ec.hs.scale)
+    copy_ = copy.deepcopy(ec)
+    copy_.hs.scale = 1.0
+    copy_.load_state_dict(sd)
+    assert copy_.hs.scale == ec.hs.scale
+    with pytest.raises(NotImplementedError, match="training-mode dropout"):
+        F.dropout(ember.quantize_per_tensor(ember.ones(2), 0.1, 0, ember.quint8), 0.5, True)

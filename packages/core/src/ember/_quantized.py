@@ -755,6 +755,14 @@ def _cat(tensors: Any, dim: int = 0) -> QuantizedTensor:
     return _requantize_like(ember.cat([t.dequantize() for t in ts], dim), first)
 
 
+def _dropout(input: QuantizedTensor, p: float = 0.5, training: bool = True,
+             inplace: bool = False) -> QuantizedTensor:
+    if training:
+        raise NotImplementedError("dropout: training-mode dropout of a quantized tensor (a "
+                                  "quantized model runs in eval mode)")
+    return input
+
+
 _FUNCTIONS: dict[str, Any] = {
     "relu": _relu, "relu_": _relu_, "dequantize": lambda input: input.dequantize(),
     "int_repr": lambda input: input.int_repr(), "cat": _cat, "concat": _cat, "concatenate": _cat,
@@ -762,7 +770,7 @@ _FUNCTIONS: dict[str, Any] = {
     "adaptive_max_pool2d": _pool("adaptive_max_pool2d"),
     "avg_pool2d": _avg_pool("avg_pool2d"), "adaptive_avg_pool2d": _avg_pool("adaptive_avg_pool2d"),
     "is_tensor": lambda obj: True, "equal": _equal,
-    "numel": lambda input: input.numel(),
+    "numel": lambda input: input.numel(), "dropout": _dropout,
 }
 for _name in ("flatten", "reshape", "view", "permute", "transpose", "t", "clone", "detach",
               "contiguous", "q_scale", "q_zero_point", "q_per_channel_scales",

@@ -54,7 +54,9 @@ def get_default_static_quant_module_mappings() -> dict[type, type]:
         nni.LinearReLU: nniq.LinearReLU, nnqat.Linear: nnq.Linear, nnqat.Conv2d: nnq.Conv2d,
         nniqat.ConvBn2d: nnq.Conv2d, nniqat.ConvBnReLU2d: nniq.ConvReLU2d,
         nniqat.ConvReLU2d: nniq.ConvReLU2d, nniqat.LinearReLU: nniq.LinearReLU,
-        nnq.FloatFunctional: nnq.QFunctional,
+        nnq.FloatFunctional: nnq.QFunctional, nn.BatchNorm2d: nnq.BatchNorm2d,
+        nni.BNReLU2d: nniq.BNReLU2d, nn.Hardswish: nnq.Hardswish, nn.LeakyReLU: nnq.LeakyReLU,
+        nn.ELU: nnq.ELU, nn.Dropout: nnq.Dropout,
     }
 
 
@@ -220,7 +222,8 @@ def _convert(module: nn.Module, mapping: dict[type, type], use_precomputed_fake_
              ) -> None:
     reassign = {}
     for name, mod in module.named_children():
-        if not isinstance(mod, nni._FusedModule):  # a fused module is swapped as one unit
+        # a fused module (a QAT conv-bn too) is swapped as one unit
+        if not isinstance(mod, (nni._FusedModule, nniqat.ConvBn2d)):
             _convert(mod, mapping, use_precomputed_fake_quant)
         reassign[name] = swap_module(mod, mapping, None, use_precomputed_fake_quant)
     for name, mod in reassign.items():

@@ -26,7 +26,7 @@ from ember import Tensor, nn
 from ember._quantized import QuantizedTensor, _f32
 
 __all__ = ["Quantize", "DeQuantize", "Linear", "Conv2d", "ReLU", "ReLU6", "FloatFunctional",
-           "QFunctional"]
+           "QFunctional", "BatchNorm2d", "Hardswish", "LeakyReLU", "ELU", "Dropout"]
 
 
 def _check_quantized(op: str, x: Any) -> QuantizedTensor:
@@ -402,6 +402,182 @@ class Conv2d(_WeightedQuantized):
             out.scale = float(act_scale.item())
             out.zero_point = int(act_zp.item())
         return out
+
+
+# ---- element-wise and normalization modules: float math between dequantize and requantize ----
+class _Requantized(nn.Module):
+    """A module that computes on the dequantized input and quantizes the result to its own
+    ``scale`` / ``zero_point`` (the observed output range), as PyTorch's quantized kernels of
+    these ops do."""
+
+    def __init__(self, scale: float = 1.0, zero_point: int = 0) -> None:
+        super().__init__()
+        self.scale = float(scale)
+        self.zero_point = int(zero_point)
+
+    def _float(self, x: Tensor) -> Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def forward(self, input: QuantizedTensor) -> QuantizedTensor:
+        x = _per_tensor(type(self).__name__, input)
+        return ember.quantize_per_tensor(self._float(x.dequantize()), self.scale,
+                                         self.zero_point, x.dtype)
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale}, zero_point={self.zero_point}"
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + "scale"] = ember.tensor(self.scale)
+        destination[prefix + "zero_point"] = ember.tensor(self.zero_point)
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: Any,
+                              strict: bool, missing_keys: list, unexpected_keys: list,
+                              error_msgs: list) -> None:
+        for name, kind in (("scale", float), ("zero_point", int)):
+            if prefix + name in state_dict:
+                setattr(self, name, kind(state_dict.pop(prefix + name)))
+            elif strict:
+                missing_keys.append(prefix + name)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
+    @staticmethod
+    def _observed(mod: nn.Module) -> tuple[float, int]:
+        scale, zero_point = mod.activation_post_process.calculate_qparams()
+        return float(scale.item()), int(zero_point.item())
+
+
+class Hardswish(_Requantized):
+    """Quantized Hardswish."""
+
+    def _float(self, x: Tensor) -> Tensor:
+        return F.hardswish(x)
+
+    def _get_name(self) -> str:
+        return "QuantizedHardswish"
+
+    def extra_repr(self) -> str:
+        return ""
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Hardswish:
+        return cls(*cls._observed(mod))
+
+
+class LeakyReLU(_Requantized):
+    """Quantized LeakyReLU."""
+
+    def __init__(self, scale: float, zero_point: int, negative_slope: float = 1e-2,
+                 inplace: bool = False, device: Any = None, dtype: Any = None) -> None:
+        super().__init__(scale, zero_point)
+        self.negative_slope = negative_slope
+        self.inplace = inplace
+
+    def _float(self, x: Tensor) -> Tensor:
+        return F.leaky_relu(x, self.negative_slope)
+
+    def _get_name(self) -> str:
+        return "QuantizedLeakyReLU"
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}"
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> LeakyReLU:
+        return cls(*cls._observed(mod), mod.negative_slope, mod.inplace)
+
+
+class ELU(_Requantized):
+    """Quantized ELU."""
+
+    def __init__(self, scale: float, zero_point: int, alpha: float = 1.0) -> None:
+        super().__init__(scale, zero_point)
+        self.alpha = alpha
+
+    def _float(self, x: Tensor) -> Tensor:
+        return F.elu(x, self.alpha)
+
+    def _get_name(self) -> str:
+        return "QuantizedELU"
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}"
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> ELU:
+        return cls(*cls._observed(mod), mod.alpha)
+
+
+class BatchNorm2d(_Requantized):
+    """Quantized BatchNorm2d (inference: running statistics), optionally followed by ReLU in
+    the fused ``ember.ao.nn.intrinsic.quantized.BNReLU2d``."""
+
+    _RELU = False
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.weight = nn.Parameter(ember.ones(num_features), requires_grad=False)
+        self.bias = nn.Parameter(ember.zeros(num_features), requires_grad=False)
+        self.register_buffer("running_mean", ember.zeros(num_features))
+        self.register_buffer("running_var", ember.ones(num_features))
+
+    def _float(self, x: Tensor) -> Tensor:
+        if x.dim() != 4 or x.shape[1] != self.num_features:
+            raise ValueError(f"{type(self).__name__}: expected an input of shape (N, "
+                             f"{self.num_features}, H, W), got {tuple(x.shape)}")
+        y = F.batch_norm(x, self.running_mean, self.running_var, self.weight.detach(),
+                         self.bias.detach(), False, 0.0, self.eps)
+        return F.relu(y) if self._RELU else y
+
+    def _get_name(self) -> str:
+        return "QuantizedBatchNorm2d"
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine=True, "
+                "bias=True, track_running_stats=True")
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False
+                   ) -> BatchNorm2d:
+        scale, zero_point = cls._observed(mod)
+        from ember.ao.nn import intrinsic as nni
+
+        if isinstance(mod, nni.BNReLU2d):
+            mod = mod[0]
+        out = cls(mod.num_features, mod.eps)
+        out.weight = nn.Parameter(mod.weight.detach().clone(), requires_grad=False)
+        out.bias = nn.Parameter(mod.bias.detach().clone(), requires_grad=False)
+        out.running_mean = mod.running_mean.clone()
+        out.running_var = mod.running_var.clone()
+        out.scale, out.zero_point = scale, zero_point
+        return out
+
+
+class Dropout(nn.Module):
+    """Dropout of a quantized model: the identity (quantized inference has no dropout)."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        super().__init__()
+        self.p = p
+        self.inplace = inplace
+
+    def forward(self, input: Any) -> Any:
+        return input
+
+    def _get_name(self) -> str:
+        return "QuantizedDropout"
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Dropout:
+        return cls(mod.p, mod.inplace)
 
 
 # ---- functional modules (skip connections and other ops between tensors) -------------------

@@ -7,7 +7,7 @@ from typing import Any
 
 from ember.ao.nn import quantized as nnq
 
-__all__ = ["LinearReLU", "ConvReLU2d"]
+__all__ = ["LinearReLU", "ConvReLU2d", "BNReLU2d"]
 
 
 class LinearReLU(nnq.Linear):
@@ -30,3 +30,12 @@ class ConvReLU2d(nnq.Conv2d):
     @classmethod
     def from_float(cls, mod: Any, use_precomputed_fake_quant: bool = False) -> ConvReLU2d:
         return super().from_float(mod, use_precomputed_fake_quant)
+
+
+class BNReLU2d(nnq.BatchNorm2d):
+    """Quantized BatchNorm2d + ReLU."""
+
+    _RELU = True
+
+    def _get_name(self) -> str:
+        return "QuantizedBNReLU2d"
