@@ -209,3 +209,31 @@ def test_pooling_matches_torch(torch):
     a = F.adaptive_avg_pool2d(q, 1).int_repr().numpy().astype(int)
     b = torch.nn.functional.adaptive_avg_pool2d(t, 1).int_repr().numpy().astype(int)
     assert np.abs(a - b).max() <= 1
+
+
+@pytest.mark.parametrize("dtype", ["quint8", "qint8", "qint32"])
+def test_nan_matches_torch(torch, dtype):
+    x = [float("nan"), 1.0, float("inf"), -float("inf")]
+    q = ember.quantize_per_tensor(ember.tensor(x), 0.1, 5, getattr(ember, dtype))
+    t = torch.quantize_per_tensor(torch.tensor(x), 0.1, 5, getattr(torch, dtype))
+    assert q.int_repr().tolist() == t.int_repr().tolist()
+    pc = ember.quantize_per_channel(ember.tensor([x]), ember.tensor([0.1]), ember.tensor([5]), 0,
+                                    getattr(ember, dtype))
+    tpc = torch.quantize_per_channel(torch.tensor([x]), torch.tensor([0.1]), torch.tensor([5]),
+                                     0, getattr(torch, dtype))
+    assert pc.int_repr().tolist() == tpc.int_repr().tolist()
+
+
+def test_bad_scales_raise_instead_of_garbage():
+    # PyTorch returns saturated garbage for these; ember says what is wrong
+    for scale in (0.0, -0.5, float("nan"), float("inf")):
+        with pytest.raises(RuntimeError, match="scale must be a positive finite number"):
+            ember.quantize_per_tensor(ember.ones(2), scale, 0, ember.quint8)
+    with pytest.raises(RuntimeError, match="scales must be positive"):
+        ember.quantize_per_channel(ember.ones(2, 2), ember.tensor([0.5, -0.5]),
+                                   ember.tensor([0, 0]), 0, ember.quint8)
+    with pytest.raises(TypeError, match="zero_point must be an int"):
+        ember.quantize_per_tensor(ember.ones(2), 0.5, 1.5, ember.quint8)
+    with pytest.raises(RuntimeError, match="axis 2 is out of range"):
+        ember.quantize_per_channel(ember.ones(2, 2), ember.tensor([0.5, 0.5]),
+                                   ember.tensor([0, 3]), 2, ember.quint8)

@@ -118,8 +118,16 @@ def _check_float(op: str, x: Any) -> Tensor:
     return x.detach()
 
 
-def _quantize(x: Tensor, inv_scale: Any, zero_point: Any, dtype: _QDtype) -> Tensor:
-    """The integers of ``x`` (float32) for scales given as their float32 reciprocals."""
+def _quantize(x: Tensor, inv_scale: Any, zero_point: Any, dtype: _QDtype,
+              nan_value: int | None = None) -> Tensor:
+    """The integers of ``x`` (float32) for scales given as their float32 reciprocals; NaN
+    becomes ``nan_value`` (PyTorch's kernels: qmax per tensor, 0 per channel, qmin for
+    qint32)."""
+    if bool(x.isnan().any()):
+        if nan_value is None:
+            nan_value = dtype.qmin if dtype is qint32 else dtype.qmax
+        out = _quantize(ember.where(x.isnan(), 0.0, x), inv_scale, zero_point, dtype)
+        return ember.where(x.isnan(), ember.tensor(nan_value, dtype=dtype.storage), out)
     # the zero point is added before rounding, in float32, as PyTorch's kernels do
     if dtype is qint32:  # float64 keeps the whole int32 range exact after rounding
         q = ember.round((x * inv_scale).to(ember.float64) + zero_point)
@@ -562,7 +570,8 @@ def quantize_per_channel(input: Tensor, scales: Tensor, zero_points: Tensor, axi
     shape = [1] * x.dim()
     shape[axis] = -1
     inv = (1.0 / scales64.to(ember.float32).to(ember.float64)).to(ember.float32).reshape(shape)
-    data = _quantize(x, inv, zps.reshape(shape).to(ember.float32), dtype)
+    data = _quantize(x, inv, zps.reshape(shape).to(ember.float32), dtype,
+                     dtype.qmin if dtype is qint32 else 0)
     return QuantizedTensor(data, dtype, per_channel_affine, scales64, zps, axis)
 
 
