@@ -681,3 +681,13 @@ def test_batchnorm_hardswish_leaky_elu_dropout_ptq_match_torch(torch, tq):
     assert copy_.hs.scale == ec.hs.scale
     with pytest.raises(NotImplementedError, match="training-mode dropout"):
         F.dropout(ember.quantize_per_tensor(ember.ones(2), 0.1, 0, ember.quint8), 0.5, True)
+
+
+def test_qfunctional_state_dict_keeps_qparams():
+    f = nnq.QFunctional()
+    f.scale, f.zero_point = 0.25, 7
+    sd = f.state_dict()
+    assert sd["scale"].item() == 0.25 and sd["zero_point"].item() == 7
+    g = nnq.QFunctional()
+    g.load_state_dict(sd)
+    assert (g.scale, g.zero_point) == (0.25, 7)

@@ -405,7 +405,28 @@ class Conv2d(_WeightedQuantized):
 
 
 # ---- element-wise and normalization modules: float math between dequantize and requantize ----
-class _Requantized(nn.Module):
+class _OutputQParamsState(nn.Module):
+    """Saves the output ``scale`` / ``zero_point`` (plain numbers) in the state dict, as
+    PyTorch's quantized modules do, and loads them back."""
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + "scale"] = ember.tensor(self.scale)
+        destination[prefix + "zero_point"] = ember.tensor(self.zero_point)
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: Any,
+                              strict: bool, missing_keys: list, unexpected_keys: list,
+                              error_msgs: list) -> None:
+        for name, kind in (("scale", float), ("zero_point", int)):
+            if prefix + name in state_dict:
+                setattr(self, name, kind(state_dict.pop(prefix + name)))
+            elif strict:
+                missing_keys.append(prefix + name)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
+
+class _Requantized(_OutputQParamsState):
     """A module that computes on the dequantized input and quantizes the result to its own
     ``scale`` / ``zero_point`` (the observed output range), as PyTorch's quantized kernels of
     these ops do."""
@@ -425,22 +446,6 @@ class _Requantized(nn.Module):
 
     def extra_repr(self) -> str:
         return f"scale={self.scale}, zero_point={self.zero_point}"
-
-    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
-        super()._save_to_state_dict(destination, prefix, keep_vars)
-        destination[prefix + "scale"] = ember.tensor(self.scale)
-        destination[prefix + "zero_point"] = ember.tensor(self.zero_point)
-
-    def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: Any,
-                              strict: bool, missing_keys: list, unexpected_keys: list,
-                              error_msgs: list) -> None:
-        for name, kind in (("scale", float), ("zero_point", int)):
-            if prefix + name in state_dict:
-                setattr(self, name, kind(state_dict.pop(prefix + name)))
-            elif strict:
-                missing_keys.append(prefix + name)
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
-                                      unexpected_keys, error_msgs)
 
     @staticmethod
     def _observed(mod: nn.Module) -> tuple[float, int]:
@@ -628,7 +633,7 @@ def _per_tensor(op: str, x: Any) -> QuantizedTensor:
     return x
 
 
-class QFunctional(nn.Module):
+class QFunctional(_OutputQParamsState):
     """The quantized :class:`FloatFunctional`: each op works on the dequantized values and
     requantizes the result to ``scale`` / ``zero_point`` (``add_scalar`` / ``mul_scalar``
     derive their output parameters from the input, as PyTorch's quantized ops do).
