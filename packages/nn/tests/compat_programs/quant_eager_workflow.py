@@ -15,9 +15,19 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.ao.nn.quantized import FloatFunctional
-from torch.ao.quantization import (DeQuantStub, QuantStub, convert, disable_observer,
-                                   fuse_modules, fuse_modules_qat, get_default_qat_qconfig,
-                                   get_default_qconfig, prepare, prepare_qat, quantize_dynamic)
+from torch.ao.quantization import (
+    DeQuantStub,
+    QuantStub,
+    convert,
+    disable_observer,
+    fuse_modules,
+    fuse_modules_qat,
+    get_default_qat_qconfig,
+    get_default_qconfig,
+    prepare,
+    prepare_qat,
+    quantize_dynamic,
+)
 
 torch.backends.quantized.engine = "x86"
 rng = np.random.default_rng(24)
