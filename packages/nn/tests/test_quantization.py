@@ -691,3 +691,29 @@ def test_qfunctional_state_dict_keeps_qparams():
     g = nnq.QFunctional()
     g.load_state_dict(sd)
     assert (g.scale, g.zero_point) == (0.25, 7)
+
+
+@pytest.mark.parametrize("mode", ["qat_v0", "qat_v1", "ptq"])
+def test_prepared_state_dict_matches_torch_and_loads(torch, tq, mode):
+    em, tm = _torch_net(torch, tq)
+    if mode == "ptq":
+        ef, tf = eq.fuse_modules(em.eval(), FUSE), tq.fuse_modules(tm.eval(), FUSE)
+        ef.qconfig, tf.qconfig = eq.get_default_qconfig("x86"), tq.get_default_qconfig("x86")
+        ep, tp = eq.prepare(ef), tq.prepare(tf)
+    else:
+        version = int(mode[-1])
+        ef, tf = eq.fuse_modules_qat(em.train(), FUSE), tq.fuse_modules_qat(tm.train(), FUSE)
+        ef.qconfig = eq.get_default_qat_qconfig("x86", version)
+        tf.qconfig = tq.get_default_qat_qconfig("x86", version)
+        ep, tp = eq.prepare_qat(ef), tq.prepare_qat(tf)
+    x = np.random.default_rng(11).standard_normal((4, 3, 8, 8)).astype(np.float32)
+    ye, yt = ep(ember.tensor(x)), tp(torch.tensor(x))
+    np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy(), rtol=1e-4, atol=1e-5)
+    es, ts = ep.state_dict(), tp.state_dict()
+    assert sorted(es) == sorted(ts)
+    assert all(tuple(es[k].shape) == tuple(ts[k].shape) for k in ts)
+    # a torch checkpoint of the prepared model resumes in ember
+    fresh = copy.deepcopy(ep)
+    fresh.load_state_dict({k: ember.tensor(v.numpy()) for k, v in ts.items()})
+    for k, v in fresh.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), ts[k].numpy())
