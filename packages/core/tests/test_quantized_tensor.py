@@ -237,3 +237,46 @@ def test_bad_scales_raise_instead_of_garbage():
     with pytest.raises(RuntimeError, match="axis 2 is out of range"):
         ember.quantize_per_channel(ember.ones(2, 2), ember.tensor([0.5, 0.5]),
                                    ember.tensor([0, 3]), 2, ember.quint8)
+
+
+@pytest.mark.parametrize("dtype,zp", [("quint8", 60), ("qint8", 3)])
+def test_elementwise_functions_match_torch(torch, dtype, zp):
+    import ember.nn.functional as EF
+    import torch.nn.functional as TF
+
+    x = (np.random.default_rng(5).standard_normal((1, 2, 4, 4)) * 3).astype(np.float32)
+    qe = ember.quantize_per_tensor(ember.tensor(x), 0.05, zp, getattr(ember, dtype))
+    qt = torch.quantize_per_tensor(torch.tensor(x), 0.05, zp, getattr(torch, dtype))
+    ops = [
+        (ember.sigmoid, torch.sigmoid), (EF.hardsigmoid, TF.hardsigmoid),
+        (ember.tanh, torch.tanh), (lambda t: t.sigmoid(), lambda t: t.sigmoid()),
+        (lambda t: EF.hardtanh(t, -1.0, 1.0), lambda t: TF.hardtanh(t, -1.0, 1.0)),
+        (EF.relu6, TF.relu6), (lambda t: EF.leaky_relu(t, 0.2), lambda t: TF.leaky_relu(t, 0.2)),
+        (lambda t: t.mean([2, 3]), lambda t: t.mean([2, 3])),
+        (lambda t: t.mean((2, 3), keepdim=True), lambda t: t.mean((2, 3), keepdim=True)),
+        (lambda t: EF.interpolate(t, scale_factor=2, mode="nearest"),
+         lambda t: TF.interpolate(t, scale_factor=2, mode="nearest")),
+        (lambda t: EF.interpolate(t, scale_factor=2, mode="bilinear", align_corners=False),
+         lambda t: TF.interpolate(t, scale_factor=2, mode="bilinear", align_corners=False)),
+        (ember.nn.Sigmoid(), torch.nn.Sigmoid()),
+    ]
+    for fe, ft in ops:
+        a, b = fe(qe), ft(qt)
+        assert (a.q_scale(), a.q_zero_point()) == (b.q_scale(), b.q_zero_point())
+        assert a.shape == tuple(b.shape) and a.dtype.__repr__()[6:] == repr(b.dtype)[6:]
+        d = np.abs(a.int_repr().numpy().astype(int) - b.int_repr().numpy().astype(int))
+        assert d.max() <= 1 and (d > 0).mean() < 0.05
+
+
+def test_fixed_output_qparams_explicit():
+    q = ember.quantize_per_tensor(ember.tensor([0.0, 100.0, -100.0]), 1.0, 128, ember.quint8)
+    s = ember.sigmoid(q)
+    assert (s.q_scale(), s.q_zero_point()) == (1 / 256, 0)
+    assert s.int_repr().tolist() == [128, 255, 0]  # 0.5 * 256; 1.0 saturates
+    t = q.tanh()
+    assert (t.q_scale(), t.q_zero_point()) == (2 / 256, 128)
+    assert t.int_repr().tolist() == [128, 255, 0]
+    with pytest.raises(NotImplementedError, match="Could not run 'exp'"):
+        q.exp()
+    with pytest.raises(AttributeError):
+        q.no_such_method

@@ -437,6 +437,21 @@ class QuantizedTensor:
         return (_rebuild_quantized, (self._dtype._name, self._qscheme._name, self._data, params))
 
     # ---- other ember functions ---------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        # Tensor methods: the supported ones run on the quantized tensor, the others raise
+        # NotImplementedError naming the op when called (as PyTorch's QuantizedCPU does)
+        if name.startswith("_") or not hasattr(Tensor, name):
+            raise AttributeError(f"'QuantizedTensor' object has no attribute '{name}'")
+        impl = _FUNCTIONS.get(name)
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            if impl is None:
+                return QuantizedTensor.__torch_function__(getattr(Tensor, name), (), (self, *args),
+                                                          kwargs)
+            return impl(self, *args, **kwargs)
+
+        return method
+
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -772,6 +787,46 @@ def _dropout(input: QuantizedTensor, p: float = 0.5, training: bool = True,
     return input
 
 
+def _nn_functional() -> Any:
+    import ember.nn.functional as F  # noqa: PLC0415  (only reached with ember-nn loaded)
+
+    return F
+
+
+def _float_then_requantize(name: str, fn: Any, fixed: dict[_QDtype, tuple[float, int]] | None
+                           = None) -> Any:
+    """An op computed on the dequantized values and quantized again: with the input's own
+    parameters, or with the fixed output parameters PyTorch's kernel uses for a bounded
+    function (sigmoid: [0, 1), tanh: [-1, 1))."""
+
+    def op(input: QuantizedTensor, *args: Any, **kwargs: Any) -> QuantizedTensor:
+        if input._per_channel():
+            raise NotImplementedError(f"{name}: per-channel quantized input")
+        out = fn(input.dequantize(), *args, **kwargs)
+        if fixed is not None:
+            if input._dtype not in fixed:
+                raise NotImplementedError(f"{name}: quantized input of dtype {input._dtype}")
+            scale, zp = fixed[input._dtype]
+            return quantize_per_tensor(out, scale, zp, input._dtype)
+        return _requantize_like(out, input)
+
+    op.__name__ = name
+    return op
+
+
+_UNIT = {quint8: (1.0 / 256, 0), qint8: (1.0 / 256, -128)}
+_SIGNED_UNIT = {quint8: (2.0 / 256, 128), qint8: (2.0 / 256, 0)}
+
+
+def _interpolate(input: QuantizedTensor, *args: Any, **kwargs: Any) -> QuantizedTensor:
+    if input._per_channel():
+        raise NotImplementedError("interpolate: per-channel quantized input")
+    F = _nn_functional()
+    out = F.interpolate(input._data.to(ember.float32), *args, **kwargs)  # on the integers
+    out = ember.round(out).clamp(input._dtype.qmin, input._dtype.qmax)
+    return input._with(out.to(input._data.dtype))
+
+
 _FUNCTIONS: dict[str, Any] = {
     "relu": _relu, "relu_": _relu_, "dequantize": lambda input: input.dequantize(),
     "int_repr": lambda input: input.int_repr(), "cat": _cat, "concat": _cat, "concatenate": _cat,
@@ -780,6 +835,19 @@ _FUNCTIONS: dict[str, Any] = {
     "avg_pool2d": _avg_pool("avg_pool2d"), "adaptive_avg_pool2d": _avg_pool("adaptive_avg_pool2d"),
     "is_tensor": lambda obj: True, "equal": _equal,
     "numel": lambda input: input.numel(), "dropout": _dropout,
+    "sigmoid": _float_then_requantize("sigmoid", ember.sigmoid, _UNIT),
+    "hardsigmoid": _float_then_requantize(
+        "hardsigmoid", lambda x, inplace=False: _nn_functional().hardsigmoid(x), _UNIT),
+    "tanh": _float_then_requantize("tanh", ember.tanh, _SIGNED_UNIT),
+    "hardtanh": _float_then_requantize(
+        "hardtanh", lambda x, min_val=-1.0, max_val=1.0, inplace=False:
+        x.clamp(min_val, max_val)),
+    "relu6": _float_then_requantize("relu6", lambda x, inplace=False: x.clamp(0.0, 6.0)),
+    "leaky_relu": _float_then_requantize(
+        "leaky_relu", lambda x, negative_slope=0.01, inplace=False:
+        _nn_functional().leaky_relu(x, negative_slope)),
+    "mean": _float_then_requantize("mean", lambda x, *a, **k: x.mean(*a, **k)),
+    "interpolate": _interpolate,
 }
 for _name in ("flatten", "reshape", "view", "permute", "transpose", "t", "clone", "detach",
               "contiguous", "q_scale", "q_zero_point", "q_per_channel_scales",
