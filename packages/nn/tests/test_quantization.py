@@ -717,3 +717,64 @@ def test_prepared_state_dict_matches_torch_and_loads(torch, tq, mode):
     fresh.load_state_dict({k: ember.tensor(v.numpy()) for k, v in ts.items()})
     for k, v in fresh.state_dict().items():
         np.testing.assert_array_equal(v.numpy(), ts[k].numpy())
+
+
+def _se_net(lib, Q, FF):
+    tnn = lib.nn
+
+    class SE(tnn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.quant = Q.QuantStub()
+            self.conv = tnn.Conv2d(3, 6, 3, padding=1)
+            self.relu = tnn.ReLU()
+            self.pool = tnn.AdaptiveAvgPool2d(1)
+            self.fc1 = tnn.Conv2d(6, 3, 1)
+            self.relu1 = tnn.ReLU()
+            self.fc2 = tnn.Conv2d(3, 6, 1)
+            self.gate = tnn.Hardsigmoid()
+            self.mul = FF()
+            self.head = tnn.Linear(6 * 36, 4)
+            self.tanh = tnn.Tanh()
+            self.dequant = Q.DeQuantStub()
+
+        def forward(self, x):
+            x = self.relu(self.conv(self.quant(x)))
+            s = self.gate(self.fc2(self.relu1(self.fc1(self.pool(x)))))
+            x = self.mul.mul(x, s)
+            return self.dequant(self.tanh(self.head(x.flatten(1))))
+
+    return SE()
+
+
+def test_qat_with_fixed_qparams_activations_matches_torch(torch, tq):
+    import torch.ao.nn.quantized as tnnq
+
+    torch.manual_seed(4)
+    tm = _se_net(torch, tq, tnnq.FloatFunctional).train()
+    em = _se_net(ember, eq, nnq.FloatFunctional).train()
+    em.load_state_dict({k: ember.tensor(v.numpy()) for k, v in tm.state_dict().items()})
+    fuse = [["conv", "relu"], ["fc1", "relu1"]]
+    tm, em = tq.fuse_modules_qat(tm, fuse), eq.fuse_modules_qat(em, fuse)
+    tm.qconfig, em.qconfig = tq.get_default_qat_qconfig("x86"), eq.get_default_qat_qconfig("x86")
+    tp, ep = tq.prepare_qat(tm), eq.prepare_qat(em)
+    assert type(ep.gate.activation_post_process) is eq.FixedQParamsFakeQuantize
+    assert ep.tanh.activation_post_process.zero_point.tolist() == [128]
+    eopt = ember.optim.SGD(ep.parameters(), lr=0.1)
+    topt = torch.optim.SGD(tp.parameters(), lr=0.1)
+    g = np.random.default_rng(12)
+    for _ in range(3):
+        x = g.standard_normal((4, 3, 6, 6)).astype(np.float32)
+        el = (ep(ember.tensor(x)) ** 2).mean()
+        tl = (tp(torch.tensor(x)) ** 2).mean()
+        eopt.zero_grad()
+        el.backward()
+        eopt.step()
+        topt.zero_grad()
+        tl.backward()
+        topt.step()
+        assert el.item() == pytest.approx(tl.item(), rel=1e-5)
+    ec, tc = eq.convert(ep.eval()), tq.convert(tp.eval())
+    x = g.standard_normal((5, 3, 6, 6)).astype(np.float32)
+    ye, yt = ec(ember.tensor(x)), tc(torch.tensor(x))
+    assert np.abs(ye.numpy() - yt.numpy()).max() <= 2 / 256 + 1e-6  # one step of tanh's output

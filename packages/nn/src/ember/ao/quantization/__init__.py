@@ -15,8 +15,11 @@ from __future__ import annotations
 from ember.ao.quantization.fake_quantize import (  # noqa: F401
     FakeQuantize,
     FakeQuantizeBase,
+    FixedQParamsFakeQuantize,
     FusedMovingAvgObsFakeQuantize,
     default_fake_quant,
+    default_fixed_qparams_range_0to1_fake_quant,
+    default_fixed_qparams_range_neg1to1_fake_quant,
     default_fused_act_fake_quant,
     default_fused_per_channel_wt_fake_quant,
     default_fused_wt_fake_quant,

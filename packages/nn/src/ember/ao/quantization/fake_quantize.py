@@ -17,6 +17,7 @@ import ember
 from ember import Tensor, nn
 from ember._quantized import _f32, choose_qparams
 from ember.ao.quantization.observer import (
+    FixedQParamsObserver,
     MovingAverageMinMaxObserver,
     MovingAveragePerChannelMinMaxObserver,
     _is_per_channel,
@@ -32,6 +33,8 @@ __all__ = [
     "default_weight_fake_quant", "default_per_channel_weight_fake_quant",
     "default_fused_act_fake_quant", "default_fused_wt_fake_quant",
     "default_fused_per_channel_wt_fake_quant", "default_histogram_fake_quant",
+    "FixedQParamsFakeQuantize", "default_fixed_qparams_range_0to1_fake_quant",
+    "default_fixed_qparams_range_neg1to1_fake_quant",
 ]
 
 
@@ -209,6 +212,36 @@ class FusedMovingAvgObsFakeQuantize(FakeQuantize):
                 f"reduce_range={self.activation_post_process.reduce_range}")
 
 
+class FixedQParamsFakeQuantize(FakeQuantize):
+    """Fake quantization with fixed parameters (those of a :class:`FixedQParamsObserver`), for
+    bounded outputs: sigmoid / hardsigmoid / softmax in [0, 1) (scale 1/256, zero point 0) and
+    tanh in [-1, 1) (scale 2/256, zero point 128), as their quantized kernels output.
+
+    >>> import ember
+    >>> fq = default_fixed_qparams_range_0to1_fake_quant()
+    >>> fq(ember.tensor([0.5, 0.999, 1.5])).tolist()
+    [0.5, 0.99609375, 0.99609375]
+    """
+
+    def __init__(self, observer: Any) -> None:
+        super().__init__(observer=observer)
+        if type(self.activation_post_process) is not FixedQParamsObserver:
+            raise AssertionError(f"{type(self).__name__}'s observer must be a "
+                                 "FixedQParamsObserver")
+        self.scale = self.activation_post_process.scale
+        self.zero_point = self.activation_post_process.zero_point
+
+    def calculate_qparams(self) -> tuple[Tensor, Tensor]:
+        return self.scale, self.zero_point
+
+    def extra_repr(self) -> str:
+        return (f"fake_quant_enabled={self.fake_quant_enabled}, "
+                f"observer_enabled={self.observer_enabled}, scale={self.scale}, "
+                f"zero_point={self.zero_point}, dtype={self.dtype}, "
+                f"quant_min={self.activation_post_process.quant_min}, "
+                f"quant_max={self.activation_post_process.quant_max}, qscheme={self.qscheme}")
+
+
 def _fq_modules(mod: nn.Module) -> bool:
     return isinstance(mod, FakeQuantizeBase)
 
@@ -260,3 +293,9 @@ default_fused_wt_fake_quant = FusedMovingAvgObsFakeQuantize.with_args(
 default_fused_per_channel_wt_fake_quant = FusedMovingAvgObsFakeQuantize.with_args(
     observer=MovingAveragePerChannelMinMaxObserver, quant_min=-128, quant_max=127,
     dtype=ember.qint8, qscheme=ember.per_channel_symmetric)
+default_fixed_qparams_range_0to1_fake_quant = FixedQParamsFakeQuantize.with_args(
+    observer=FixedQParamsObserver.with_args(scale=1.0 / 256.0, zero_point=0, dtype=ember.quint8,
+                                            quant_min=0, quant_max=255))
+default_fixed_qparams_range_neg1to1_fake_quant = FixedQParamsFakeQuantize.with_args(
+    observer=FixedQParamsObserver.with_args(scale=2.0 / 256.0, zero_point=128,
+                                            dtype=ember.quint8, quant_min=0, quant_max=255))

@@ -27,7 +27,11 @@ from ember.ao.nn import quantized as nnq
 from ember.ao.nn.intrinsic import qat as nniqat
 from ember.ao.nn.intrinsic import quantized as nniq
 from ember.ao.nn.quantized import dynamic as nnqd
-from ember.ao.quantization.fake_quantize import FakeQuantizeBase
+from ember.ao.quantization.fake_quantize import (
+    FakeQuantizeBase,
+    default_fixed_qparams_range_0to1_fake_quant,
+    default_fixed_qparams_range_neg1to1_fake_quant,
+)
 from ember.ao.quantization.observer import ObserverBase
 from ember.ao.quantization.qconfig import (
     _assert_valid_qconfig,
@@ -119,10 +123,20 @@ def _memoryless(qconfig: Any) -> bool:
     return getattr(app, "averaging_constant", None) == 1 and getattr(app, "is_dynamic", False)
 
 
-def _insert_activation_post_process(m: nn.Module) -> None:
+def _special_act_post_process(m: nn.Module) -> Any:
+    """The fixed-parameter fake quantize of a bounded activation module in training (QAT)."""
+    if not m.training:
+        return None
+    return {nn.Hardsigmoid: default_fixed_qparams_range_0to1_fake_quant,
+            nn.Sigmoid: default_fixed_qparams_range_0to1_fake_quant,
+            nn.Softmax: default_fixed_qparams_range_0to1_fake_quant,
+            nn.Tanh: default_fixed_qparams_range_neg1to1_fake_quant}.get(type(m))
+
+
+def _insert_activation_post_process(m: nn.Module, special: Any = None) -> None:
     if getattr(m, "qconfig", None) is None or isinstance(m, DeQuantStub):
         return
-    m.add_module("activation_post_process", m.qconfig.activation())
+    m.add_module("activation_post_process", (special or m.qconfig.activation)())
     if _memoryless(m.qconfig):
         m.register_forward_pre_hook(_observer_forward_pre_hook, prepend=True)
     else:
@@ -141,6 +155,8 @@ def _add_observer_(module: nn.Module, propagation: set[type],
         if isinstance(child, nni._FusedModule) or (non_leaf is not None
                                                    and type(child) in non_leaf):
             _insert_activation_post_process(child)
+        elif _special_act_post_process(child) is not None:
+            _insert_activation_post_process(child, _special_act_post_process(child))
         else:
             _add_observer_(child, propagation, non_leaf)
     if (not list(module.children()) and not isinstance(module, nn.Sequential)
