@@ -778,3 +778,14 @@ def test_qat_with_fixed_qparams_activations_matches_torch(torch, tq):
     x = g.standard_normal((5, 3, 6, 6)).astype(np.float32)
     ye, yt = ec(ember.tensor(x)), tc(torch.tensor(x))
     assert np.abs(ye.numpy() - yt.numpy()).max() <= 2 / 256 + 1e-6  # one step of tanh's output
+
+
+def test_quantize_dynamic_warns_about_modules_it_keeps_float():
+    m = nn.Sequential(nn.Linear(4, 4))
+    m.rnn = nn.LSTM(4, 4)
+    with pytest.warns(UserWarning, match="no dynamic quantized version of LSTM"):
+        q = eq.quantize_dynamic(m, {nn.Linear, nn.LSTM}, dtype=ember.qint8)
+    assert type(q.rnn) is nn.LSTM and type(q[0]).__name__ == "Linear"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        eq.quantize_dynamic(nn.Sequential(nn.Linear(4, 4)), {nn.Linear}, dtype=ember.qint8)

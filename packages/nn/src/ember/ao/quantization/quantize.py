@@ -330,6 +330,14 @@ def quantize_dynamic(model: nn.Module, qconfig_spec: Any = None, dtype: Any = No
     if not inplace:
         model = copy.deepcopy(model)
     model.eval()
+    kept = sorted({type(m).__name__ for m in model.modules()
+                   if isinstance(m, tuple(k for k in qconfig_spec if isinstance(k, type)))
+                   and type(m) not in mapping})
+    if kept:
+        # PyTorch would quantize these (LSTM, GRU, ...); ember keeps them in float
+        warnings.warn(f"quantize_dynamic: ember has no dynamic quantized version of "
+                      f"{', '.join(kept)}; those modules stay float (only Linear is quantized)",
+                      stacklevel=2)
     propagate_qconfig_(model, qconfig_spec)
     convert(model, mapping, inplace=True)
     return model
