@@ -782,10 +782,43 @@ def test_qat_with_fixed_qparams_activations_matches_torch(torch, tq):
 
 def test_quantize_dynamic_warns_about_modules_it_keeps_float():
     m = nn.Sequential(nn.Linear(4, 4))
-    m.rnn = nn.LSTM(4, 4)
-    with pytest.warns(UserWarning, match="no dynamic quantized version of LSTM"):
-        q = eq.quantize_dynamic(m, {nn.Linear, nn.LSTM}, dtype=ember.qint8)
-    assert type(q.rnn) is nn.LSTM and type(q[0]).__name__ == "Linear"
+    m.cell = nn.LSTMCell(4, 4)
+    with pytest.warns(UserWarning, match="no dynamic quantized version of LSTMCell"):
+        q = eq.quantize_dynamic(m, {nn.Linear, nn.LSTMCell}, dtype=ember.qint8)
+    assert type(q.cell) is nn.LSTMCell and type(q[0]).__name__ == "Linear"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         eq.quantize_dynamic(nn.Sequential(nn.Linear(4, 4)), {nn.Linear}, dtype=ember.qint8)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize("kw", [{}, {"num_layers": 2, "bidirectional": True},
+                                {"batch_first": True, "num_layers": 2}])
+def test_dynamic_rnns_match_torch(torch, tq, kind, kw):
+    torch.manual_seed(0)
+    tm = torch.nn.Sequential(getattr(torch.nn, kind)(5, 4, **kw))
+    em = nn.Sequential(getattr(nn, kind)(5, 4, **kw))
+    em.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    tdyn = tq.quantize_dynamic(tm, dtype=torch.qint8)  # the default spec quantizes RNNs too
+    edyn = eq.quantize_dynamic(em, dtype=ember.qint8)
+    assert repr(edyn) == repr(tdyn)
+    g = np.random.default_rng(13)
+    x = g.standard_normal((6, 3, 5)).astype(np.float32)
+    (ye, he), (yt, ht) = edyn[0](ember.tensor(x)), tdyn[0](torch.tensor(x))
+    np.testing.assert_allclose(ye.numpy(), yt.numpy(), rtol=1e-5, atol=1e-6)
+    for a, b in zip(he if kind == "LSTM" else (he,), ht if kind == "LSTM" else (ht,)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    if not kw.get("batch_first"):
+        n = 2 * kw.get("num_layers", 1) if kw.get("bidirectional") else 1
+        h0 = g.standard_normal((n, 3, 4)).astype(np.float32)
+        hx_e = (ember.tensor(h0), ember.tensor(h0 * 0.5)) if kind == "LSTM" else ember.tensor(h0)
+        hx_t = (torch.tensor(h0), torch.tensor(h0 * 0.5)) if kind == "LSTM" else torch.tensor(h0)
+        np.testing.assert_allclose(edyn[0](ember.tensor(x), hx_e)[0].numpy(),
+                                   tdyn[0](torch.tensor(x), hx_t)[0].numpy(),
+                                   rtol=1e-5, atol=1e-6)
+    # the int8 weights survive a state_dict round trip
+    fresh = eq.quantize_dynamic(nn.Sequential(getattr(nn, kind)(5, 4, **kw)), dtype=ember.qint8)
+    fresh.load_state_dict(edyn.state_dict())
+    assert fresh(ember.tensor(x))[0].tolist() == ye.tolist()
+    with pytest.raises(RuntimeError, match="3 dimensions"):
+        edyn[0](ember.tensor(x[0]))

@@ -75,7 +75,7 @@ def get_default_qat_module_mappings() -> dict[type, type]:
 
 def get_default_dynamic_quant_module_mappings() -> dict[type, type]:
     """Float module -> dynamic quantized module, for ``quantize_dynamic``."""
-    return {nn.Linear: nnqd.Linear}
+    return {nn.Linear: nnqd.Linear, nn.LSTM: nnqd.LSTM, nn.GRU: nnqd.GRU}
 
 
 def get_default_qconfig_propagation_list() -> set[type]:
@@ -294,10 +294,10 @@ def quantize_qat(model: nn.Module, run_fn: Callable, run_args: Any,
 def quantize_dynamic(model: nn.Module, qconfig_spec: Any = None, dtype: Any = None,
                      mapping: dict[type, type] | None = None, inplace: bool = False
                      ) -> nn.Module:
-    """``model`` (a copy unless ``inplace``, in eval mode) with its Linear layers (or those
-    ``qconfig_spec`` selects: a set of types, or a dict of types / qualified names to
-    QConfigs) replaced by dynamically quantized ones: int8 weights, activations quantized on
-    the fly per call.
+    """``model`` (a copy unless ``inplace``, in eval mode) with its Linear, LSTM and GRU
+    children (or those ``qconfig_spec`` selects: a set of types, or a dict of types /
+    qualified names to QConfigs) replaced by dynamically quantized ones: int8 weights,
+    activations quantized on the fly per call.
 
     >>> import ember
     >>> from ember.ao.quantization import quantize_dynamic
@@ -312,7 +312,7 @@ def quantize_dynamic(model: nn.Module, qconfig_spec: Any = None, dtype: Any = No
         dtype = ember.qint8
     if qconfig_spec is None:
         if dtype is ember.qint8:
-            qconfig_spec = {nn.Linear: default_dynamic_qconfig}
+            qconfig_spec = dict.fromkeys((nn.Linear, nn.LSTM, nn.GRU), default_dynamic_qconfig)
         elif dtype is ember.float16:
             qconfig_spec = {nn.Linear: float16_dynamic_qconfig}
         else:
@@ -336,7 +336,8 @@ def quantize_dynamic(model: nn.Module, qconfig_spec: Any = None, dtype: Any = No
     if kept:
         # PyTorch would quantize these (LSTM, GRU, ...); ember keeps them in float
         warnings.warn(f"quantize_dynamic: ember has no dynamic quantized version of "
-                      f"{', '.join(kept)}; those modules stay float (only Linear is quantized)",
+                      f"{', '.join(kept)}; those modules stay float (Linear, LSTM and GRU are "
+                      "quantized)",
                       stacklevel=2)
     propagate_qconfig_(model, qconfig_spec)
     convert(model, mapping, inplace=True)
