@@ -822,3 +822,70 @@ def test_dynamic_rnns_match_torch(torch, tq, kind, kw):
     assert fresh(ember.tensor(x))[0].tolist() == ye.tolist()
     with pytest.raises(RuntimeError, match="3 dimensions"):
         edyn[0](ember.tensor(x[0]))
+
+
+def _conv1d_net(lib, Q):
+    tnn = lib.nn
+
+    class Net(tnn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.quant = Q.QuantStub()
+            self.conv1 = tnn.Conv1d(3, 6, 5, padding=2)
+            self.bn1 = tnn.BatchNorm1d(6)
+            self.relu1 = tnn.ReLU()
+            self.conv2 = tnn.Conv1d(6, 4, 3, stride=2, dilation=2, groups=2)
+            self.relu2 = tnn.ReLU()
+            self.fc = tnn.Linear(4 * 6, 3)
+            self.dequant = Q.DeQuantStub()
+
+        def forward(self, x):
+            x = self.relu2(self.conv2(self.relu1(self.bn1(self.conv1(self.quant(x))))))
+            return self.dequant(self.fc(x.flatten(1)))
+
+    return Net()
+
+
+@pytest.mark.parametrize("mode", ["ptq", "qat"])
+def test_conv1d_quantization_matches_torch(torch, tq, mode):
+    torch.manual_seed(5)
+    tm, em = _conv1d_net(torch, tq), _conv1d_net(ember, eq)
+    em.load_state_dict({k: ember.tensor(v.numpy()) for k, v in tm.state_dict().items()})
+    fuse = [["conv1", "bn1", "relu1"], ["conv2", "relu2"]]
+    g = np.random.default_rng(14)
+    if mode == "ptq":
+        tm, em = tq.fuse_modules(tm.eval(), fuse), eq.fuse_modules(em.eval(), fuse)
+        tm.qconfig, em.qconfig = tq.get_default_qconfig("x86"), eq.get_default_qconfig("x86")
+        tp, ep = tq.prepare(tm), eq.prepare(em)
+        for _ in range(2):
+            c = g.standard_normal((4, 3, 16)).astype(np.float32)
+            tp(torch.tensor(c))
+            ep(ember.tensor(c))
+    else:
+        tm, em = tq.fuse_modules_qat(tm.train(), fuse), eq.fuse_modules_qat(em.train(), fuse)
+        tm.qconfig = tq.get_default_qat_qconfig("x86")
+        em.qconfig = eq.get_default_qat_qconfig("x86")
+        tp, ep = tq.prepare_qat(tm), eq.prepare_qat(em)
+        assert type(ep.conv1).__module__ == "ember.ao.nn.intrinsic.qat"
+        assert type(ep.conv2) is ember.ao.nn.intrinsic.ConvReLU1d  # float in QAT, as torch
+        eopt = ember.optim.SGD(ep.parameters(), lr=0.1)
+        topt = torch.optim.SGD(tp.parameters(), lr=0.1)
+        for _ in range(3):
+            c = g.standard_normal((4, 3, 16)).astype(np.float32)
+            el, tl = (ep(ember.tensor(c)) ** 2).mean(), (tp(torch.tensor(c)) ** 2).mean()
+            eopt.zero_grad()
+            el.backward()
+            eopt.step()
+            topt.zero_grad()
+            tl.backward()
+            topt.step()
+            assert el.item() == pytest.approx(tl.item(), rel=1e-5)
+        tp.eval()
+        ep.eval()
+    tc, ec = tq.convert(tp), eq.convert(ep)
+    assert type(ec.conv1).__name__ == "ConvReLU1d" and type(ec.conv1).__module__.startswith(
+        "ember.ao.nn.intrinsic.quantized")
+    assert repr(ec.conv2).split(", scale")[0] == repr(tc.conv2).split(", scale")[0]
+    x = g.standard_normal((5, 3, 16)).astype(np.float32)
+    ye, yt = ec(ember.tensor(x)), tc(torch.tensor(x))
+    assert np.abs(ye.numpy() - yt.numpy()).max() <= ec.fc.scale * 1.01

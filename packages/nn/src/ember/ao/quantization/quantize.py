@@ -54,7 +54,10 @@ def get_default_static_quant_module_mappings() -> dict[type, type]:
     """Float / QAT module -> quantized module, for ``convert``."""
     return {
         QuantStub: nnq.Quantize, DeQuantStub: nnq.DeQuantize, nn.Linear: nnq.Linear,
-        nn.Conv2d: nnq.Conv2d, nn.ReLU6: nnq.ReLU6, nni.ConvReLU2d: nniq.ConvReLU2d,
+        nn.Conv1d: nnq.Conv1d, nn.Conv2d: nnq.Conv2d, nn.ReLU6: nnq.ReLU6,
+        nni.ConvReLU1d: nniq.ConvReLU1d, nni.ConvReLU2d: nniq.ConvReLU2d,
+        nnqat.Conv1d: nnq.Conv1d, nniqat.ConvBn1d: nnq.Conv1d,
+        nniqat.ConvBnReLU1d: nniq.ConvReLU1d, nniqat.ConvReLU1d: nniq.ConvReLU1d,
         nni.LinearReLU: nniq.LinearReLU, nnqat.Linear: nnq.Linear, nnqat.Conv2d: nnq.Conv2d,
         nniqat.ConvBn2d: nnq.Conv2d, nniqat.ConvBnReLU2d: nniq.ConvReLU2d,
         nniqat.ConvReLU2d: nniq.ConvReLU2d, nniqat.LinearReLU: nniq.LinearReLU,
@@ -67,6 +70,8 @@ def get_default_static_quant_module_mappings() -> dict[type, type]:
 def get_default_qat_module_mappings() -> dict[type, type]:
     """Float module -> QAT module, for ``prepare_qat``."""
     return {
+        # (Conv1d and ConvReLU1d stay float during QAT, as in PyTorch's mapping)
+        nni.ConvBn1d: nniqat.ConvBn1d, nni.ConvBnReLU1d: nniqat.ConvBnReLU1d,
         nn.Conv2d: nnqat.Conv2d, nn.Linear: nnqat.Linear, nni.ConvBn2d: nniqat.ConvBn2d,
         nni.ConvBnReLU2d: nniqat.ConvBnReLU2d, nni.ConvReLU2d: nniqat.ConvReLU2d,
         nni.LinearReLU: nniqat.LinearReLU,
@@ -239,7 +244,7 @@ def _convert(module: nn.Module, mapping: dict[type, type], use_precomputed_fake_
     reassign = {}
     for name, mod in module.named_children():
         # a fused module (a QAT conv-bn too) is swapped as one unit
-        if not isinstance(mod, (nni._FusedModule, nniqat.ConvBn2d)):
+        if not isinstance(mod, (nni._FusedModule, nniqat._ConvBnNd)):
             _convert(mod, mapping, use_precomputed_fake_quant)
         reassign[name] = swap_module(mod, mapping, None, use_precomputed_fake_quant)
     for name, mod in reassign.items():

@@ -17,7 +17,7 @@ from typing import Any
 import ember.nn.functional as F
 from ember import Tensor, nn
 
-__all__ = ["Linear", "Conv2d"]
+__all__ = ["Linear", "Conv1d", "Conv2d"]
 
 
 def _need_qconfig(cls: type, mod: nn.Module) -> Any:
@@ -69,30 +69,32 @@ class Linear(nn.Linear):
         return lin
 
 
-class Conv2d(nn.Conv2d):
-    """A Conv2d layer with fake-quantized weight, for QAT."""
+class _ConvNd:
+    """The QAT convolution's parts shared by Conv1d and Conv2d."""
 
-    _FLOAT_MODULE: Any = nn.Conv2d
+    _FLOAT_MODULE: Any = None
+    _FLOAT_CONV: Any = None
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
                  padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
                  padding_mode: str = "zeros", qconfig: Any = None, device: Any = None,
                  dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride=stride, padding=padding,
-                         dilation=dilation, groups=groups, bias=bias, padding_mode=padding_mode,
-                         device=device, dtype=dtype)
+        super().__init__(in_channels, out_channels, kernel_size, stride=stride,  # type: ignore
+                         padding=padding, dilation=dilation, groups=groups, bias=bias,
+                         padding_mode=padding_mode, device=device, dtype=dtype)
         if qconfig is None:
             raise AssertionError("qconfig must be provided for QAT module")
         self.qconfig = qconfig
         self.weight_fake_quant = qconfig.weight()
 
     def forward(self, input: Tensor) -> Tensor:
-        return self._conv_forward(input, self.weight_fake_quant(self.weight), self.bias)
+        return self._conv_forward(input, self.weight_fake_quant(self.weight),  # type: ignore
+                                  self.bias)
 
     @classmethod
-    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Conv2d:
-        """The QAT module sharing ``mod``'s parameters (``mod`` a Conv2d or a fused
-        ConvReLU2d with a qconfig)."""
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Any:
+        """The QAT module sharing ``mod``'s parameters (``mod`` a Conv1d / Conv2d or a fused
+        ConvReLU with a qconfig)."""
         if type(mod) is not cls._FLOAT_MODULE:
             raise AssertionError(f"qat.{cls.__name__}.from_float only works for "
                                  f"{cls._FLOAT_MODULE.__name__}, got {type(mod).__name__}")
@@ -108,11 +110,25 @@ class Conv2d(nn.Conv2d):
         out.bias = mod.bias
         return out
 
-    def to_float(self) -> nn.Conv2d:
-        conv = nn.Conv2d(self.in_channels, self.out_channels, self.kernel_size, self.stride,
+    def to_float(self) -> Any:
+        conv = self._FLOAT_CONV(self.in_channels, self.out_channels, self.kernel_size, self.stride,
                          self.padding, self.dilation, self.groups, self.bias is not None,
                          self.padding_mode)
         conv.weight = nn.Parameter(self.weight.detach())
         if self.bias is not None:
             conv.bias = nn.Parameter(self.bias.detach())
         return conv
+
+
+class Conv1d(_ConvNd, nn.Conv1d):
+    """A Conv1d layer with fake-quantized weight, for QAT."""
+
+    _FLOAT_MODULE: Any = nn.Conv1d
+    _FLOAT_CONV: Any = nn.Conv1d
+
+
+class Conv2d(_ConvNd, nn.Conv2d):
+    """A Conv2d layer with fake-quantized weight, for QAT."""
+
+    _FLOAT_MODULE: Any = nn.Conv2d
+    _FLOAT_CONV: Any = nn.Conv2d

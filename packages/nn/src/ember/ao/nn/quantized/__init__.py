@@ -25,7 +25,7 @@ import ember.nn.functional as F
 from ember import Tensor, nn
 from ember._quantized import QuantizedTensor, _f32
 
-__all__ = ["Quantize", "DeQuantize", "Linear", "Conv2d", "ReLU", "ReLU6", "FloatFunctional",
+__all__ = ["Quantize", "DeQuantize", "Linear", "Conv1d", "Conv2d", "ReLU", "ReLU6", "FloatFunctional",
            "QFunctional", "BatchNorm2d", "Hardswish", "LeakyReLU", "ELU", "Dropout"]
 
 
@@ -337,27 +337,35 @@ class Conv2d(_WeightedQuantized):
             s += ", bias=False"
         return s
 
+    def _geometry(self) -> tuple[tuple[int, int], ...]:
+        """(kernel_size, stride, padding, dilation) as 2-D pairs."""
+        return self.kernel_size, self.stride, self.padding, self.dilation
+
     def forward(self, x: QuantizedTensor) -> QuantizedTensor:
         x = _check_quantized(type(self).__name__, x)
         if x.dim() != 4 or x.shape[1] != self.in_channels:
             raise ValueError(f"{type(self).__name__}: expected an input of shape (N, "
                              f"{self.in_channels}, H, W), got {tuple(x.shape)}")
+        return self._conv(x)
+
+    def _conv(self, x: QuantizedTensor) -> QuantizedTensor:
         n, _, h, w_ = x.shape
+        (kh, kw), stride, padding, dilation = self._geometry()
         w, w_scale = _weight_terms(self._qweight)
+        w = w.reshape(self.out_channels, -1)
         # integers minus the zero point, exact in float32; zero padding then stands for the
         # real value 0, as the quantized kernel pads with the zero point
         xf = x._data.to(ember.float32) - x._zero_point
-        cols = F.unfold(xf, self.kernel_size, dilation=self.dilation, padding=self.padding,
-                        stride=self.stride).to(ember.int32)  # (N, C*kh*kw, L)
-        kh, kw = self.kernel_size
-        ho = (h + 2 * self.padding[0] - self.dilation[0] * (kh - 1) - 1) // self.stride[0] + 1
-        wo = (w_ + 2 * self.padding[1] - self.dilation[1] * (kw - 1) - 1) // self.stride[1] + 1
+        cols = F.unfold(xf, (kh, kw), dilation=dilation, padding=padding,
+                        stride=stride).to(ember.int32)  # (N, C*kh*kw, L)
+        ho = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+        wo = (w_ + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
         g = self.groups
         cin_g = self.in_channels // g
         cout_g = self.out_channels // g
         parts = []
         for i in range(g):
-            wg = w[i * cout_g:(i + 1) * cout_g].reshape(cout_g, -1)
+            wg = w[i * cout_g:(i + 1) * cout_g]
             cg = cols[:, i * cin_g * kh * kw:(i + 1) * cin_g * kh * kw]
             parts.append(wg @ cg)  # int32 accumulation: (N, cout_g, L)
         acc = parts[0] if g == 1 else ember.cat(parts, 1)
@@ -375,7 +383,7 @@ class Conv2d(_WeightedQuantized):
         from ember.nn.utils.fusion import fuse_conv_bn_weights
 
         if hasattr(mod, "weight_fake_quant"):
-            if isinstance(mod, nniqat.ConvBn2d):
+            if isinstance(mod, nniqat._ConvBnNd):
                 mod.weight, mod.bias = fuse_conv_bn_weights(
                     mod.weight, mod.bias, mod.bn.running_mean, mod.bn.running_var, mod.bn.eps,
                     mod.bn.weight, mod.bn.bias)
@@ -402,6 +410,57 @@ class Conv2d(_WeightedQuantized):
             out.scale = float(act_scale.item())
             out.zero_point = int(act_zp.item())
         return out
+
+
+class Conv1d(Conv2d):
+    """A quantized Conv1d (zeros padding): the 2-D kernel over a height of one."""
+
+    _FLOAT_MODULE: Any = nn.Conv1d
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        def single(v: Any) -> tuple[int]:
+            return (v,) if isinstance(v, int) else tuple(v)  # type: ignore[return-value]
+
+        super().__init__(in_channels, out_channels, (1, single(kernel_size)[0]), 1, 0, 1, groups,
+                         bias, padding_mode)
+        self.kernel_size = single(kernel_size)
+        self.stride = single(stride)
+        self.padding = single(padding)
+        self.dilation = single(dilation)
+        qw = ember.quantize_per_tensor(
+            ember.zeros(out_channels, in_channels // groups, *self.kernel_size), 1.0, 0,
+            ember.qint8)
+        self.set_weight_bias(qw, self._bias)
+
+    def _get_name(self) -> str:
+        return "QuantizedConv1d"
+
+    def _geometry(self) -> tuple[tuple[int, int], ...]:
+        return ((1, self.kernel_size[0]), (1, self.stride[0]), (0, self.padding[0]),
+                (1, self.dilation[0]))
+
+    def extra_repr(self) -> str:
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}, scale={self.scale}, zero_point={self.zero_point}")
+        if self.padding != (0,):
+            s += f", padding={self.padding}"
+        if self.dilation != (1,):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self._bias is None:
+            s += ", bias=False"
+        return s
+
+    def forward(self, x: QuantizedTensor) -> QuantizedTensor:
+        x = _check_quantized(type(self).__name__, x)
+        if x.dim() != 3 or x.shape[1] != self.in_channels:
+            raise ValueError(f"{type(self).__name__}: expected an input of shape (N, "
+                             f"{self.in_channels}, L), got {tuple(x.shape)}")
+        out = self._conv(x.unsqueeze(2))
+        return out.squeeze(2)
 
 
 # ---- element-wise and normalization modules: float math between dequantize and requantize ----

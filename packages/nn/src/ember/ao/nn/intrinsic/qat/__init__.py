@@ -24,27 +24,30 @@ from ember import Tensor, nn
 from ember.ao.nn import intrinsic as nni
 from ember.ao.nn import qat as nnqat
 
-__all__ = ["ConvBn2d", "ConvBnReLU2d", "ConvReLU2d", "LinearReLU", "freeze_bn_stats",
-           "update_bn_stats"]
+__all__ = ["ConvBn1d", "ConvBnReLU1d", "ConvReLU1d", "ConvBn2d", "ConvBnReLU2d", "ConvReLU2d",
+           "LinearReLU", "freeze_bn_stats", "update_bn_stats"]
 
 
-class ConvBn2d(nn.Conv2d):
-    """Conv2d + BatchNorm2d for QAT, with the batch norm folded into the fake-quantized
-    weight."""
+class _ConvBnNd:
+    """Conv + BatchNorm for QAT, with the batch norm folded into the fake-quantized weight
+    (shared by ConvBn1d and ConvBn2d)."""
 
-    _FLOAT_MODULE: Any = nni.ConvBn2d
+    _FLOAT_MODULE: Any = None
+    _FLOAT_CONV: Any = None
+    _BN: Any = None
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
                  padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool | None = None,
                  padding_mode: str = "zeros", eps: float = 1e-05, momentum: float = 0.1,
                  freeze_bn: bool = False, qconfig: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride=stride, padding=padding,
-                         dilation=dilation, groups=groups, bias=False, padding_mode=padding_mode)
+        super().__init__(in_channels, out_channels, kernel_size, stride=stride,  # type: ignore
+                         padding=padding, dilation=dilation, groups=groups, bias=False,
+                         padding_mode=padding_mode)
         if qconfig is None:
             raise AssertionError("qconfig must be provided for QAT module")
         self.qconfig = qconfig
         self.freeze_bn = freeze_bn if self.training else True
-        self.bn = nn.BatchNorm2d(out_channels, eps, momentum, True, True)
+        self.bn = self._BN(out_channels, eps, momentum, True, True)
         self.weight_fake_quant = qconfig.weight()
         if bias:
             self.bias = nn.Parameter(ember.empty(out_channels))
@@ -68,19 +71,20 @@ class ConvBn2d(nn.Conv2d):
             bound = 1 / fan_in ** 0.5
             nn.init.uniform_(self.bias, -bound, bound)
 
-    def update_bn_stats(self) -> ConvBn2d:
+    def update_bn_stats(self) -> Any:
         self.freeze_bn = False
         self.bn.training = True
         return self
 
-    def freeze_bn_stats(self) -> ConvBn2d:
+    def freeze_bn_stats(self) -> Any:
         self.freeze_bn = True
         self.bn.training = False
         return self
 
     def _forward(self, input: Tensor) -> Tensor:
         if self.bn.running_var is None:
-            raise AssertionError("ConvBn2d: the batch norm must track running statistics")
+            raise AssertionError(f"{type(self).__name__}: the batch norm must track running "
+                                 "statistics")
         running_std = ember.sqrt(self.bn.running_var + self.bn.eps)
         scale_factor = self.bn.weight / running_std
         weight_shape = [1] * self.weight.dim()
@@ -99,7 +103,7 @@ class ConvBn2d(nn.Conv2d):
     def forward(self, input: Tensor) -> Tensor:
         return self._forward(input)
 
-    def train(self, mode: bool = True) -> ConvBn2d:
+    def train(self, mode: bool = True) -> Any:
         # the batch norm keeps its frozen (eval) mode while its statistics are frozen
         self.training = mode
         if not self.freeze_bn:
@@ -108,7 +112,7 @@ class ConvBn2d(nn.Conv2d):
         return self
 
     @classmethod
-    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> ConvBn2d:
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Any:
         """The QAT module sharing the parameters and statistics of a fused ``mod``."""
         if type(mod) is not cls._FLOAT_MODULE:
             raise AssertionError(f"qat.{cls.__name__}.from_float only works for "
@@ -130,7 +134,7 @@ class ConvBn2d(nn.Conv2d):
         return out
 
     def to_float(self) -> nn.Module:
-        conv = nn.Conv2d(self.in_channels, self.out_channels, self.kernel_size, self.stride,
+        conv = self._FLOAT_CONV(self.in_channels, self.out_channels, self.kernel_size, self.stride,
                          self.padding, self.dilation, self.groups, self.bias is not None,
                          self.padding_mode)
         conv.weight = nn.Parameter(self.weight.detach())
@@ -141,6 +145,31 @@ class ConvBn2d(nn.Conv2d):
         return fuse_conv_bn_eval(conv.eval(), self.bn.eval())
 
 
+class ConvBn1d(_ConvBnNd, nn.Conv1d):
+    """Conv1d + BatchNorm1d for QAT."""
+
+    _FLOAT_MODULE: Any = nni.ConvBn1d
+    _FLOAT_CONV: Any = nn.Conv1d
+    _BN: Any = nn.BatchNorm1d
+
+
+class ConvBn2d(_ConvBnNd, nn.Conv2d):
+    """Conv2d + BatchNorm2d for QAT."""
+
+    _FLOAT_MODULE: Any = nni.ConvBn2d
+    _FLOAT_CONV: Any = nn.Conv2d
+    _BN: Any = nn.BatchNorm2d
+
+
+class ConvBnReLU1d(ConvBn1d):
+    """Conv1d + BatchNorm1d + ReLU for QAT."""
+
+    _FLOAT_MODULE: Any = nni.ConvBnReLU1d
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.relu(self._forward(input))
+
+
 class ConvBnReLU2d(ConvBn2d):
     """Conv2d + BatchNorm2d + ReLU for QAT."""
 
@@ -148,6 +177,15 @@ class ConvBnReLU2d(ConvBn2d):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.relu(self._forward(input))
+
+
+class ConvReLU1d(nnqat.Conv1d):
+    """Conv1d + ReLU for QAT."""
+
+    _FLOAT_MODULE: Any = nni.ConvReLU1d
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.relu(self._conv_forward(input, self.weight_fake_quant(self.weight), self.bias))
 
 
 class ConvReLU2d(nnqat.Conv2d):
@@ -170,11 +208,11 @@ class LinearReLU(nnqat.Linear):
 
 def update_bn_stats(mod: nn.Module) -> None:
     """Let the batch norm of a QAT ConvBn module update its statistics again."""
-    if isinstance(mod, ConvBn2d):
+    if isinstance(mod, _ConvBnNd):
         mod.update_bn_stats()
 
 
 def freeze_bn_stats(mod: nn.Module) -> None:
     """Freeze the batch-norm statistics of a QAT ConvBn module (``model.apply(...)``)."""
-    if isinstance(mod, ConvBn2d):
+    if isinstance(mod, _ConvBnNd):
         mod.freeze_bn_stats()

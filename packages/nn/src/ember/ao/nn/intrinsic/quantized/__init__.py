@@ -7,7 +7,7 @@ from typing import Any
 
 from ember.ao.nn import quantized as nnq
 
-__all__ = ["LinearReLU", "ConvReLU2d", "BNReLU2d"]
+__all__ = ["LinearReLU", "ConvReLU1d", "ConvReLU2d", "BNReLU2d"]
 
 
 class LinearReLU(nnq.Linear):
@@ -39,3 +39,12 @@ class BNReLU2d(nnq.BatchNorm2d):
 
     def _get_name(self) -> str:
         return "QuantizedBNReLU2d"
+
+
+class ConvReLU1d(nnq.Conv1d):
+    """Quantized Conv1d + ReLU (also what a QAT ConvBnReLU1d becomes)."""
+
+    _RELU = True
+
+    def _get_name(self) -> str:
+        return "QuantizedConvReLU1d"
