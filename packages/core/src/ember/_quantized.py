@@ -872,7 +872,7 @@ QuantizedTensor.squeeze = _squeeze  # type: ignore[attr-defined]
 QuantizedTensor.unsqueeze = _unsqueeze  # type: ignore[attr-defined]
 
 
-def _is_tensor_or_quantized(obj: Any, _dense: Any = None) -> bool:
+def _is_tensor_or_quantized(obj: Any) -> bool:
     return isinstance(obj, QuantizedTensor) or _IS_TENSOR(obj)
 
 
