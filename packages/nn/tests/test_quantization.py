@@ -889,3 +889,24 @@ def test_conv1d_quantization_matches_torch(torch, tq, mode):
     x = g.standard_normal((5, 3, 16)).astype(np.float32)
     ye, yt = ec(ember.tensor(x)), tc(torch.tensor(x))
     assert np.abs(ye.numpy() - yt.numpy()).max() <= ec.fc.scale * 1.01
+
+
+def _ao_modules():
+    import importlib
+    import pkgutil
+
+    import ember.ao
+
+    names = ["ember.ao", "ember.quantization", "ember._quantized", "ember.backends.quantized"]
+    names += [info.name for info in pkgutil.walk_packages(ember.ao.__path__, "ember.ao.")]
+    return [n for n in names if importlib.import_module(n)]
+
+
+@pytest.mark.parametrize("name", _ao_modules())
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name),
+                             optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0, f"{result.failed} docstring example(s) failed in {name}"
