@@ -80,6 +80,9 @@ _torch_misc._install()
 from ember._fake_quant import (  # noqa: E402,F401  (quantization-aware training)
     fake_quantize_per_channel_affine, fake_quantize_per_tensor_affine)
 from ember import sparse  # noqa: E402,F401  (sparse COO/CSR tensors; mm/matmul/addmm take them)
+from ember import _quantized  # noqa: E402  (quantized tensors: qint8, quantize_per_tensor, ...)
+
+_quantized._install(globals())
 
 # The followed PyTorch release with ember's own version as its local label ("2.13.0+ember.0.1.0"),
 # so that programs gating on torch.__version__ take their current code paths (ember.version).
@@ -102,6 +105,8 @@ _DISTRIBUTIONS = {
     "optim": "ember-nn",
     "fx": "ember-nn",
     "export": "ember-nn",
+    "ao": "ember-nn",
+    "quantization": "ember-nn",
     "data": "ember-data",
     "multiprocessing": "ember-distributed",
     "distributed": "ember-distributed",

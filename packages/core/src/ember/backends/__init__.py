@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 
 __all__ = ["cpu", "cuda", "cudnn", "mha", "mkldnn", "mps", "openmp", "mkl", "opt_einsum",
-           "set_float32_matmul_precision",
+           "quantized", "set_float32_matmul_precision",
            "get_float32_matmul_precision"]
 
 _PRECISIONS = ("highest", "high", "medium")
@@ -66,4 +66,15 @@ def get_float32_matmul_precision() -> str:
     return _matmul_precision
 
 
-from ember.backends import cpu, cuda, cudnn, mha, mkl, mkldnn, mps, openmp, opt_einsum  # noqa: E402
+from ember.backends import (  # noqa: E402
+    cpu,
+    cuda,
+    cudnn,
+    mha,
+    mkl,
+    mkldnn,
+    mps,
+    openmp,
+    opt_einsum,
+    quantized,
+)

@@ -64,7 +64,7 @@ def factory_kwargs(kwargs: dict | None) -> dict:
 
 # Submodules PyTorch's torch.nn exposes without an import of their own (torch.nn.attention.
 # sdpa_kernel in a program that only imported torch): loaded on first access.
-_LAZY_SUBMODULES = ("attention", "common_types")
+_LAZY_SUBMODULES = ("attention", "common_types", "quantized", "intrinsic", "qat")
 
 
 def __getattr__(name: str):  # noqa: ANN202  (module-level attribute hook)

@@ -1,0 +1,788 @@
+"""Quantized modules (``ember.ao.nn.quantized``), what ``convert`` turns observed float modules
+into. They take and return quantized tensors (quint8 activations) and compute in integers as
+PyTorch's fbgemm (x86) kernels do: int8 weights (per tensor or per output channel), int32
+accumulation of ``(x - x_zero_point) * (w - w_zero_point)``, the float bias added as
+``bias / (x_scale * w_scale)``, and the result requantized to the module's output ``scale``
+and ``zero_point`` (rounding half to even, clamped to [0, 255]).
+
+>>> import ember
+>>> from ember.ao.nn.quantized import Linear
+>>> m = Linear(2, 1)
+>>> m.set_weight_bias(ember.quantize_per_tensor(ember.tensor([[1.0, -1.0]]), 0.5, 0,
+...                                             ember.qint8), ember.tensor([0.5]))
+>>> m.scale, m.zero_point = 0.25, 10
+>>> x = ember.quantize_per_tensor(ember.tensor([[3.0, 1.0]]), 0.5, 0, ember.quint8)
+>>> m(x).dequantize().tolist()
+[[2.5]]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ember
+import ember.nn.functional as F
+from ember import Tensor, nn
+from ember._quantized import QuantizedTensor, _f32
+
+__all__ = ["Quantize", "DeQuantize", "Linear", "Conv1d", "Conv2d", "ReLU", "ReLU6", "FloatFunctional",
+           "QFunctional", "BatchNorm2d", "Hardswish", "LeakyReLU", "ELU", "Dropout"]
+
+
+def _check_quantized(op: str, x: Any) -> QuantizedTensor:
+    if not isinstance(x, QuantizedTensor):
+        raise RuntimeError(f"{op}: expected a quantized (quint8) input tensor, got "
+                           f"{getattr(x, 'dtype', type(x).__name__)}; put a QuantStub before "
+                           "it (or call ember.quantize_per_tensor)")
+    if x.dtype is not ember.quint8 or x._per_channel():
+        raise RuntimeError(f"{op}: expected a per-tensor quint8 input, got {x.dtype} "
+                           f"({x.qscheme()})")
+    return x
+
+
+def _weight_terms(qweight: QuantizedTensor) -> tuple[Tensor, Tensor]:
+    """The int32 weights minus their zero points, and the float32 weight scale per output
+    channel."""
+    w = qweight._data.to(ember.int32)
+    n = w.shape[0]
+    if qweight._per_channel():
+        if qweight._axis != 0:
+            raise RuntimeError("quantized weights must be per channel along axis 0")
+        zp = qweight._zero_point.to(ember.int32).reshape([-1] + [1] * (w.dim() - 1))
+        scale = qweight._scale.to(ember.float32)
+    else:
+        zp = ember.tensor(qweight._zero_point, dtype=ember.int32)
+        scale = ember.full((n,), _f32(qweight._scale))
+    return w - zp, scale
+
+
+def _requantize(acc: Tensor, x_scale: float, w_scale: Tensor, bias: Tensor | None,
+                out_scale: float, out_zero_point: int, relu: bool, channel_dim: int) -> Tensor:
+    """fbgemm's output stage: int32 accumulators -> quint8 integers."""
+    shape = [1] * acc.dim()
+    shape[channel_dim] = -1
+    ab_scale = (_f32(x_scale) * w_scale).reshape(shape)  # float32, per output channel
+    raw = acc.to(ember.float32)
+    if bias is not None:
+        raw = raw + bias.detach().to(ember.float32).reshape(shape) / ab_scale
+    multiplier = ab_scale / _f32(out_scale)
+    q = ember.round(raw * multiplier) + out_zero_point
+    return q.clamp(out_zero_point if relu else 0, 255).to(ember.uint8)
+
+
+def _quantized_out(data: Tensor, scale: float, zero_point: int) -> QuantizedTensor:
+    return QuantizedTensor(data, ember.quint8, ember.per_tensor_affine, float(scale),
+                           int(zero_point))
+
+
+class Quantize(nn.Module):
+    """Quantizes its float input with a fixed ``scale`` / ``zero_point`` (what a QuantStub
+    becomes).
+
+    >>> import ember
+    >>> Quantize(0.5, 1, ember.quint8)(ember.tensor([1.0])).int_repr().tolist()
+    [3]
+    """
+
+    def __init__(self, scale: float, zero_point: int, dtype: Any, factory_kwargs: Any = None
+                 ) -> None:
+        super().__init__()
+        self.register_buffer("scale", ember.tensor([float(scale)]))
+        self.register_buffer("zero_point", ember.tensor([int(zero_point)], dtype=ember.int64))
+        self.dtype = dtype
+
+    def forward(self, X: Tensor) -> QuantizedTensor:
+        return ember.quantize_per_tensor(X, self.scale.item(), int(self.zero_point.item()),
+                                         self.dtype)
+
+    @staticmethod
+    def from_float(mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Quantize:
+        app = mod.activation_post_process
+        scale, zero_point = app.calculate_qparams()
+        return Quantize(scale.float().item(), int(zero_point.item()), app.dtype)
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale}, zero_point={self.zero_point}, dtype={self.dtype}"
+
+
+class DeQuantize(nn.Module):
+    """Dequantizes its quantized input to float (what a DeQuantStub becomes)."""
+
+    def forward(self, Xq: Any) -> Tensor:
+        return Xq.dequantize()
+
+    @staticmethod
+    def from_float(mod: nn.Module, use_precomputed_fake_quant: bool = False) -> DeQuantize:
+        return DeQuantize()
+
+
+class ReLU(nn.Module):
+    """ReLU on a quantized tensor: ``max(q, zero_point)``, keeping its parameters."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input: QuantizedTensor) -> QuantizedTensor:
+        return ember.relu(input)
+
+    @staticmethod
+    def from_float(mod: nn.Module, use_precomputed_fake_quant: bool = False) -> ReLU:
+        return ReLU(getattr(mod, "inplace", False))
+
+
+class ReLU6(nn.Module):
+    """ReLU6 on a quantized tensor: clamped to [zero_point, zero_point + 6 / scale]."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input: QuantizedTensor) -> QuantizedTensor:
+        x = _check_quantized("ReLU6", input)
+        top = x._zero_point + round(6.0 / x._scale)
+        data = x._data.to(ember.int32).clamp(x._zero_point, min(top, 255)).to(ember.uint8)
+        return x._with(data)
+
+    @staticmethod
+    def from_float(mod: nn.Module, use_precomputed_fake_quant: bool = False) -> ReLU6:
+        return ReLU6(getattr(mod, "inplace", False))
+
+
+def _quantize_weight(float_wt: Tensor, observer: Any) -> QuantizedTensor:
+    """The int8 weight for the observer's parameters (per tensor or per channel)."""
+    scale, zero_point = observer.calculate_qparams()
+    if observer.qscheme in (ember.per_tensor_symmetric, ember.per_tensor_affine):
+        return ember.quantize_per_tensor(float_wt, float(scale.item()), int(zero_point.item()),
+                                         ember.qint8)
+    if observer.qscheme in (ember.per_channel_symmetric, ember.per_channel_affine):
+        return ember.quantize_per_channel(float_wt, scale.to(ember.float64),
+                                          zero_point.to(ember.int64), observer.ch_axis,
+                                          ember.qint8)
+    raise ValueError(f"Unsupported qscheme for a quantized weight: {observer.qscheme}")
+
+
+class _WeightedQuantized(nn.Module):
+    """Common parts of the quantized Linear / Conv2d: the int8 weight, the float bias, the
+    output scale / zero point, and the state dict entries for them."""
+
+    _RELU = False
+
+    def _init_qparams(self) -> None:
+        self.scale = 1.0
+        self.zero_point = 0
+        self._qweight: QuantizedTensor | None = None
+        self._bias: Tensor | None = None
+
+    def set_weight_bias(self, w: QuantizedTensor, b: Tensor | None) -> None:
+        if not isinstance(w, QuantizedTensor) or w.dtype is not ember.qint8:
+            raise RuntimeError(f"{type(self).__name__}.set_weight_bias: expected a qint8 "
+                               f"quantized weight, got {getattr(w, 'dtype', type(w).__name__)}")
+        self._qweight = w
+        self._bias = None if b is None else b.detach().to(ember.float32)
+
+    def weight(self) -> QuantizedTensor:
+        return self._qweight
+
+    def bias(self) -> Tensor | None:
+        return self._bias
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + "weight"] = self._qweight
+        destination[prefix + "bias"] = self._bias
+        destination[prefix + "scale"] = ember.tensor(self.scale)
+        destination[prefix + "zero_point"] = ember.tensor(self.zero_point)
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: Any,
+                              strict: bool, missing_keys: list, unexpected_keys: list,
+                              error_msgs: list) -> None:
+        for name in ("weight", "bias", "scale", "zero_point"):
+            key = prefix + name
+            if key not in state_dict:
+                if strict:
+                    missing_keys.append(key)
+                continue
+            val = state_dict.pop(key)
+            if name == "weight":
+                self.set_weight_bias(val, self._bias)
+            elif name == "bias":
+                self._bias = val
+            elif name == "scale":
+                self.scale = float(val)
+            else:
+                self.zero_point = int(val)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, False, missing_keys,
+                                      unexpected_keys, error_msgs)
+
+    def _qscheme_repr(self) -> str:
+        return f"scale={self.scale}, zero_point={self.zero_point}, qscheme=" \
+               f"{self._qweight.qscheme() if self._qweight is not None else None}"
+
+
+class Linear(_WeightedQuantized):
+    """A quantized Linear layer: quint8 input, qint8 weight, float bias, quint8 output with
+    ``scale`` / ``zero_point``."""
+
+    _FLOAT_MODULE: Any = nn.Linear
+
+    def __init__(self, in_features: int, out_features: int, bias_: bool = True,
+                 dtype: Any = ember.qint8) -> None:
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        self._init_qparams()
+        qw = ember.quantize_per_tensor(ember.zeros(out_features, in_features), 1.0, 0,
+                                       ember.qint8)
+        self.set_weight_bias(qw, ember.zeros(out_features) if bias_ else None)
+
+    def _get_name(self) -> str:
+        return "QuantizedLinear"
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                + self._qscheme_repr())
+
+    def forward(self, x: QuantizedTensor) -> QuantizedTensor:
+        x = _check_quantized(type(self).__name__, x)
+        if x.shape[-1] != self.in_features:
+            raise RuntimeError(f"{type(self).__name__}: input of shape {tuple(x.shape)} does not "
+                               f"have {self.in_features} features in its last dimension")
+        w, w_scale = _weight_terms(self._qweight)
+        lead = tuple(x.shape[:-1])
+        xi = x._data.to(ember.int32).reshape(-1, self.in_features) - x._zero_point
+        acc = xi @ w.t()  # int32 accumulation
+        out = _requantize(acc, x._scale, w_scale, self._bias, self.scale, self.zero_point,
+                          self._RELU, 1)
+        return _quantized_out(out.reshape(*lead, self.out_features), self.scale,
+                              self.zero_point)
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Linear:
+        """The quantized layer for an observed float (or QAT) Linear / LinearReLU."""
+        if hasattr(mod, "weight_fake_quant"):
+            weight_post_process = mod.weight_fake_quant
+            activation_post_process = mod.activation_post_process
+        else:
+            if not hasattr(mod, "qconfig") or mod.qconfig is None:
+                raise AssertionError("Input float module must have qconfig defined")
+            activation_post_process = mod.activation_post_process
+            from ember.ao.nn.intrinsic import LinearReLU as _FusedLinearReLU
+
+            if isinstance(mod, _FusedLinearReLU):
+                mod = mod[0]
+            weight_post_process = mod.qconfig.weight()
+        if not use_precomputed_fake_quant:
+            weight_post_process(mod.weight)
+        if weight_post_process.dtype is not ember.qint8:
+            raise AssertionError(f"Weight observer must have dtype qint8, got "
+                                 f"{weight_post_process.dtype}")
+        act_scale, act_zp = activation_post_process.calculate_qparams()
+        qweight = _quantize_weight(mod.weight.detach().float(), weight_post_process)
+        out = cls(mod.in_features, mod.out_features)
+        out.set_weight_bias(qweight, mod.bias)
+        out.scale = float(act_scale.item())
+        out.zero_point = int(act_zp.item())
+        return out
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else tuple(v)  # type: ignore[return-value]
+
+
+class Conv2d(_WeightedQuantized):
+    """A quantized Conv2d (zeros padding): quint8 input, qint8 weight (per output channel or
+    per tensor), float bias, quint8 output with ``scale`` / ``zero_point``."""
+
+    _FLOAT_MODULE: Any = nn.Conv2d
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"{type(self).__name__}: only padding_mode='zeros' is "
+                                      f"supported, got {padding_mode!r}")
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"{type(self).__name__}: in_channels ({in_channels}) and "
+                             f"out_channels ({out_channels}) must be divisible by groups "
+                             f"({groups})")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = _pair(kernel_size)
+        self.stride = _pair(stride)
+        self.padding = _pair(padding)
+        self.dilation = _pair(dilation)
+        self.groups = groups
+        self.padding_mode = padding_mode
+        self._init_qparams()
+        qw = ember.quantize_per_tensor(
+            ember.zeros(out_channels, in_channels // groups, *self.kernel_size), 1.0, 0,
+            ember.qint8)
+        self.set_weight_bias(qw, ember.zeros(out_channels) if bias else None)
+
+    def _get_name(self) -> str:
+        return "QuantizedConv2d"
+
+    def extra_repr(self) -> str:
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}, scale={self.scale}, zero_point={self.zero_point}")
+        if self.padding != (0, 0):
+            s += f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self._bias is None:
+            s += ", bias=False"
+        return s
+
+    def _geometry(self) -> tuple[tuple[int, int], ...]:
+        """(kernel_size, stride, padding, dilation) as 2-D pairs."""
+        return self.kernel_size, self.stride, self.padding, self.dilation
+
+    def forward(self, x: QuantizedTensor) -> QuantizedTensor:
+        x = _check_quantized(type(self).__name__, x)
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f"{type(self).__name__}: expected an input of shape (N, "
+                             f"{self.in_channels}, H, W), got {tuple(x.shape)}")
+        return self._conv(x)
+
+    def _conv(self, x: QuantizedTensor) -> QuantizedTensor:
+        n, _, h, w_ = x.shape
+        (kh, kw), stride, padding, dilation = self._geometry()
+        w, w_scale = _weight_terms(self._qweight)
+        w = w.reshape(self.out_channels, -1)
+        # integers minus the zero point, exact in float32; zero padding then stands for the
+        # real value 0, as the quantized kernel pads with the zero point
+        xf = x._data.to(ember.float32) - x._zero_point
+        cols = F.unfold(xf, (kh, kw), dilation=dilation, padding=padding,
+                        stride=stride).to(ember.int32)  # (N, C*kh*kw, L)
+        ho = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+        wo = (w_ + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+        g = self.groups
+        cin_g = self.in_channels // g
+        cout_g = self.out_channels // g
+        parts = []
+        for i in range(g):
+            wg = w[i * cout_g:(i + 1) * cout_g]
+            cg = cols[:, i * cin_g * kh * kw:(i + 1) * cin_g * kh * kw]
+            parts.append(wg @ cg)  # int32 accumulation: (N, cout_g, L)
+        acc = parts[0] if g == 1 else ember.cat(parts, 1)
+        out = _requantize(acc, x._scale, w_scale, self._bias, self.scale, self.zero_point,
+                          self._RELU, 1)
+        return _quantized_out(out.reshape(n, self.out_channels, ho, wo), self.scale,
+                              self.zero_point)
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Conv2d:
+        """The quantized layer for an observed float (or QAT) Conv2d and its fused forms;
+        a QAT ConvBn folds its batch norm (running statistics) into the weight first."""
+        from ember.ao.nn import intrinsic as nni
+        from ember.ao.nn.intrinsic import qat as nniqat
+        from ember.nn.utils.fusion import fuse_conv_bn_weights
+
+        if hasattr(mod, "weight_fake_quant"):
+            if isinstance(mod, nniqat._ConvBnNd):
+                mod.weight, mod.bias = fuse_conv_bn_weights(
+                    mod.weight, mod.bias, mod.bn.running_mean, mod.bn.running_var, mod.bn.eps,
+                    mod.bn.weight, mod.bn.bias)
+            weight_post_process = mod.weight_fake_quant
+            activation_post_process = mod.activation_post_process
+        else:
+            if not hasattr(mod, "qconfig") or mod.qconfig is None:
+                raise AssertionError("Input float module must have qconfig defined")
+            activation_post_process = getattr(mod, "activation_post_process", None)
+            if isinstance(mod, nni._FusedModule):
+                mod = mod[0]
+            weight_post_process = mod.qconfig.weight()
+        if not use_precomputed_fake_quant:
+            weight_post_process(mod.weight)
+        if weight_post_process.dtype is not ember.qint8:
+            raise AssertionError(f"Weight observer must have a dtype of qint8, got "
+                                 f"{weight_post_process.dtype}")
+        qweight = _quantize_weight(mod.weight.detach().float(), weight_post_process)
+        out = cls(mod.in_channels, mod.out_channels, mod.kernel_size, mod.stride, mod.padding,
+                  mod.dilation, mod.groups, mod.bias is not None, mod.padding_mode)
+        out.set_weight_bias(qweight, mod.bias)
+        if activation_post_process is not None:
+            act_scale, act_zp = activation_post_process.calculate_qparams()
+            out.scale = float(act_scale.item())
+            out.zero_point = int(act_zp.item())
+        return out
+
+
+class Conv1d(Conv2d):
+    """A quantized Conv1d (zeros padding): the 2-D kernel over a height of one."""
+
+    _FLOAT_MODULE: Any = nn.Conv1d
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        def single(v: Any) -> tuple[int]:
+            return (v,) if isinstance(v, int) else tuple(v)  # type: ignore[return-value]
+
+        super().__init__(in_channels, out_channels, (1, single(kernel_size)[0]), 1, 0, 1, groups,
+                         bias, padding_mode)
+        self.kernel_size = single(kernel_size)
+        self.stride = single(stride)
+        self.padding = single(padding)
+        self.dilation = single(dilation)
+        qw = ember.quantize_per_tensor(
+            ember.zeros(out_channels, in_channels // groups, *self.kernel_size), 1.0, 0,
+            ember.qint8)
+        self.set_weight_bias(qw, self._bias)
+
+    def _get_name(self) -> str:
+        return "QuantizedConv1d"
+
+    def _geometry(self) -> tuple[tuple[int, int], ...]:
+        return ((1, self.kernel_size[0]), (1, self.stride[0]), (0, self.padding[0]),
+                (1, self.dilation[0]))
+
+    def extra_repr(self) -> str:
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}, scale={self.scale}, zero_point={self.zero_point}")
+        if self.padding != (0,):
+            s += f", padding={self.padding}"
+        if self.dilation != (1,):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self._bias is None:
+            s += ", bias=False"
+        return s
+
+    def forward(self, x: QuantizedTensor) -> QuantizedTensor:
+        x = _check_quantized(type(self).__name__, x)
+        if x.dim() != 3 or x.shape[1] != self.in_channels:
+            raise ValueError(f"{type(self).__name__}: expected an input of shape (N, "
+                             f"{self.in_channels}, L), got {tuple(x.shape)}")
+        out = self._conv(x.unsqueeze(2))
+        return out.squeeze(2)
+
+
+# ---- element-wise and normalization modules: float math between dequantize and requantize ----
+class _OutputQParamsState(nn.Module):
+    """Saves the output ``scale`` / ``zero_point`` (plain numbers) in the state dict, as
+    PyTorch's quantized modules do, and loads them back."""
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + "scale"] = ember.tensor(self.scale)
+        destination[prefix + "zero_point"] = ember.tensor(self.zero_point)
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: Any,
+                              strict: bool, missing_keys: list, unexpected_keys: list,
+                              error_msgs: list) -> None:
+        for name, kind in (("scale", float), ("zero_point", int)):
+            if prefix + name in state_dict:
+                setattr(self, name, kind(state_dict.pop(prefix + name)))
+            elif strict:
+                missing_keys.append(prefix + name)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
+
+class _Requantized(_OutputQParamsState):
+    """A module that computes on the dequantized input and quantizes the result to its own
+    ``scale`` / ``zero_point`` (the observed output range), as PyTorch's quantized kernels of
+    these ops do."""
+
+    def __init__(self, scale: float = 1.0, zero_point: int = 0) -> None:
+        super().__init__()
+        self.scale = float(scale)
+        self.zero_point = int(zero_point)
+
+    def _float(self, x: Tensor) -> Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def forward(self, input: QuantizedTensor) -> QuantizedTensor:
+        x = _per_tensor(type(self).__name__, input)
+        return ember.quantize_per_tensor(self._float(x.dequantize()), self.scale,
+                                         self.zero_point, x.dtype)
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale}, zero_point={self.zero_point}"
+
+    @staticmethod
+    def _observed(mod: nn.Module) -> tuple[float, int]:
+        scale, zero_point = mod.activation_post_process.calculate_qparams()
+        return float(scale.item()), int(zero_point.item())
+
+
+class Hardswish(_Requantized):
+    """Quantized Hardswish."""
+
+    def _float(self, x: Tensor) -> Tensor:
+        return F.hardswish(x)
+
+    def _get_name(self) -> str:
+        return "QuantizedHardswish"
+
+    def extra_repr(self) -> str:
+        return ""
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Hardswish:
+        return cls(*cls._observed(mod))
+
+
+class LeakyReLU(_Requantized):
+    """Quantized LeakyReLU."""
+
+    def __init__(self, scale: float, zero_point: int, negative_slope: float = 1e-2,
+                 inplace: bool = False, device: Any = None, dtype: Any = None) -> None:
+        super().__init__(scale, zero_point)
+        self.negative_slope = negative_slope
+        self.inplace = inplace
+
+    def _float(self, x: Tensor) -> Tensor:
+        return F.leaky_relu(x, self.negative_slope)
+
+    def _get_name(self) -> str:
+        return "QuantizedLeakyReLU"
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}"
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> LeakyReLU:
+        return cls(*cls._observed(mod), mod.negative_slope, mod.inplace)
+
+
+class ELU(_Requantized):
+    """Quantized ELU."""
+
+    def __init__(self, scale: float, zero_point: int, alpha: float = 1.0) -> None:
+        super().__init__(scale, zero_point)
+        self.alpha = alpha
+
+    def _float(self, x: Tensor) -> Tensor:
+        return F.elu(x, self.alpha)
+
+    def _get_name(self) -> str:
+        return "QuantizedELU"
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}"
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> ELU:
+        return cls(*cls._observed(mod), mod.alpha)
+
+
+class BatchNorm2d(_Requantized):
+    """Quantized BatchNorm2d (inference: running statistics), optionally followed by ReLU in
+    the fused ``ember.ao.nn.intrinsic.quantized.BNReLU2d``."""
+
+    _RELU = False
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.weight = nn.Parameter(ember.ones(num_features), requires_grad=False)
+        self.bias = nn.Parameter(ember.zeros(num_features), requires_grad=False)
+        self.register_buffer("running_mean", ember.zeros(num_features))
+        self.register_buffer("running_var", ember.ones(num_features))
+
+    def _float(self, x: Tensor) -> Tensor:
+        if x.dim() != 4 or x.shape[1] != self.num_features:
+            raise ValueError(f"{type(self).__name__}: expected an input of shape (N, "
+                             f"{self.num_features}, H, W), got {tuple(x.shape)}")
+        y = F.batch_norm(x, self.running_mean, self.running_var, self.weight.detach(),
+                         self.bias.detach(), False, 0.0, self.eps)
+        return F.relu(y) if self._RELU else y
+
+    def _get_name(self) -> str:
+        return "QuantizedBatchNorm2d"
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine=True, "
+                "bias=True, track_running_stats=True")
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False
+                   ) -> BatchNorm2d:
+        scale, zero_point = cls._observed(mod)
+        from ember.ao.nn import intrinsic as nni
+
+        if isinstance(mod, nni.BNReLU2d):
+            mod = mod[0]
+        out = cls(mod.num_features, mod.eps)
+        out.weight = nn.Parameter(mod.weight.detach().clone(), requires_grad=False)
+        out.bias = nn.Parameter(mod.bias.detach().clone(), requires_grad=False)
+        out.running_mean = mod.running_mean.clone()
+        out.running_var = mod.running_var.clone()
+        out.scale, out.zero_point = scale, zero_point
+        return out
+
+
+class Dropout(nn.Module):
+    """Dropout of a quantized model: the identity (quantized inference has no dropout)."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        super().__init__()
+        self.p = p
+        self.inplace = inplace
+
+    def forward(self, input: Any) -> Any:
+        return input
+
+    def _get_name(self) -> str:
+        return "QuantizedDropout"
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Dropout:
+        return cls(mod.p, mod.inplace)
+
+
+# ---- functional modules (skip connections and other ops between tensors) -------------------
+class FloatFunctional(nn.Module):
+    """Tensor ops (``add``, ``cat``, ``mul``, ...) as a module, so that quantization can observe
+    their output: ``prepare`` gives it an observer as ``activation_post_process`` and
+    ``convert`` turns it into a :class:`QFunctional` with that output's parameters.
+
+    >>> import ember
+    >>> FloatFunctional().add(ember.tensor([1.0]), ember.tensor([2.0])).tolist()
+    [3.0]
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.activation_post_process = nn.Identity()
+
+    def forward(self, x: Any) -> Any:
+        raise RuntimeError("FloatFunctional is not intended to use the 'forward'. Please use "
+                           "the underlying operation")
+
+    def add(self, x: Tensor, y: Tensor) -> Tensor:
+        return self.activation_post_process(ember.add(x, y))
+
+    def add_scalar(self, x: Tensor, y: float) -> Tensor:
+        return ember.add(x, y)  # not observed: the quantized op derives its parameters
+
+    def mul(self, x: Tensor, y: Tensor) -> Tensor:
+        return self.activation_post_process(ember.mul(x, y))
+
+    def mul_scalar(self, x: Tensor, y: float) -> Tensor:
+        return ember.mul(x, y)  # not observed: the quantized op derives its parameters
+
+    def cat(self, x: list[Tensor], dim: int = 0) -> Tensor:
+        return self.activation_post_process(ember.cat(x, dim=dim))
+
+    def add_relu(self, x: Tensor, y: Tensor) -> Tensor:
+        return self.activation_post_process(F.relu(ember.add(x, y)))
+
+    def matmul(self, x: Tensor, y: Tensor) -> Tensor:
+        return self.activation_post_process(ember.matmul(x, y))
+
+
+def _per_tensor(op: str, x: Any) -> QuantizedTensor:
+    if not isinstance(x, QuantizedTensor) or x._per_channel():
+        raise RuntimeError(f"QFunctional.{op}: expected per-tensor quantized operands, got "
+                           f"{getattr(x, 'dtype', type(x).__name__)}")
+    return x
+
+
+class QFunctional(_OutputQParamsState):
+    """The quantized :class:`FloatFunctional`: each op works on the dequantized values and
+    requantizes the result to ``scale`` / ``zero_point`` (``add_scalar`` / ``mul_scalar``
+    derive their output parameters from the input, as PyTorch's quantized ops do).
+
+    >>> import ember
+    >>> qf = QFunctional()
+    >>> qf.scale, qf.zero_point = 0.5, 0
+    >>> a = ember.quantize_per_tensor(ember.tensor([1.0, 2.0]), 0.25, 0, ember.quint8)
+    >>> qf.add(a, a).dequantize().tolist()
+    [2.0, 4.0]
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = 1.0
+        self.zero_point = 0
+        self.activation_post_process = nn.Identity()
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale}, zero_point={self.zero_point}"
+
+    def forward(self, x: Any) -> Any:
+        raise RuntimeError("Functional is not intended to use the 'forward'. Please use the "
+                           "underlying operation")
+
+    def _out(self, values: Tensor, dtype: Any, relu: bool = False) -> QuantizedTensor:
+        q = ember.quantize_per_tensor(values, self.scale, self.zero_point, dtype)
+        return ember.relu(q) if relu else q
+
+    def add(self, x: QuantizedTensor, y: QuantizedTensor) -> QuantizedTensor:
+        a, b = _per_tensor("add", x), _per_tensor("add", y)
+        return self._out(a.dequantize() + b.dequantize(), a.dtype)
+
+    def add_relu(self, x: QuantizedTensor, y: QuantizedTensor) -> QuantizedTensor:
+        a, b = _per_tensor("add_relu", x), _per_tensor("add_relu", y)
+        return self._out(a.dequantize() + b.dequantize(), a.dtype, relu=True)
+
+    def mul(self, x: QuantizedTensor, y: QuantizedTensor) -> QuantizedTensor:
+        a, b = _per_tensor("mul", x), _per_tensor("mul", y)
+        return self._out(a.dequantize() * b.dequantize(), a.dtype)
+
+    def matmul(self, x: QuantizedTensor, y: QuantizedTensor) -> QuantizedTensor:
+        a, b = _per_tensor("matmul", x), _per_tensor("matmul", y)
+        return self._out(ember.matmul(a.dequantize(), b.dequantize()), a.dtype)
+
+    def cat(self, x: list[QuantizedTensor], dim: int = 0) -> QuantizedTensor:
+        parts = [_per_tensor("cat", t) for t in x]
+        return self._out(ember.cat([t.dequantize() for t in parts], dim=dim), parts[0].dtype)
+
+    def add_scalar(self, x: QuantizedTensor, y: float) -> QuantizedTensor:
+        """``x + y`` by moving the zero point by ``round(y / scale)``; when that leaves the
+        integer range, the scale widens to fit (and the values are requantized)."""
+        a = _per_tensor("add_scalar", x)
+        s, z = a._scale, a._zero_point
+        qmin, qmax = a.dtype.qmin, a.dtype.qmax
+        c_q = int(round(y / s))
+        shifted = z - c_q
+        if qmin <= shifted <= qmax:
+            return QuantizedTensor(a._data.clone(), a.dtype, ember.per_tensor_affine, s, shifted)
+        if shifted < qmin:
+            s2, z2 = (qmax - shifted) / (qmax - qmin) * s, qmin
+        else:
+            s2, z2 = (shifted - qmin) / (qmax - qmin) * s, qmax
+        return ember.quantize_per_tensor(a.dequantize() + _f32(c_q * s), s2, z2, a.dtype)
+
+    def mul_scalar(self, x: QuantizedTensor, y: float) -> QuantizedTensor:
+        """``x * y`` by scaling the scale (a negative ``y`` mirrors the integers)."""
+        a = _per_tensor("mul_scalar", x)
+        qmin, qmax = a.dtype.qmin, a.dtype.qmax
+        if y == 0:
+            return QuantizedTensor(ember.zeros_like(a._data), a.dtype, ember.per_tensor_affine,
+                                   1.0, 0)
+        if y > 0:
+            return QuantizedTensor(a._data.clone(), a.dtype, ember.per_tensor_affine,
+                                   a._scale * y, a._zero_point)
+        mirrored = (qmax + qmin - a._data.to(ember.int64)).to(a._data.dtype)
+        return QuantizedTensor(mirrored, a.dtype, ember.per_tensor_affine, a._scale * -y,
+                               qmax + qmin - a._zero_point)
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False
+                   ) -> QFunctional:
+        if type(mod) is not FloatFunctional:
+            raise AssertionError("QFunctional.from_float expects an instance of "
+                                 "FloatFunctional")
+        scale, zero_point = mod.activation_post_process.calculate_qparams()
+        out = cls()
+        out.scale = float(scale.item())
+        out.zero_point = int(zero_point.item())
+        return out
+
+
+from ember.ao.nn.quantized import dynamic  # noqa: E402,F401
