@@ -17,6 +17,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 torch.manual_seed(0)
+# float64 (the default dtype for this run): the two libraries' runs then stay together
+torch.set_default_dtype(torch.float64)
 rng = np.random.default_rng(19)
 N_IN, D_IN, D_LAT, N_LAT, N_BANDS = 48, 3, 32, 8, 4
 
@@ -66,7 +68,7 @@ def make(n):
     pos = np.linspace(-1.0, 1.0, N_IN)
     m = x.mean(axis=1) * np.sqrt(N_IN)  # per-sample summaries of the whole input, unit scale
     y = m[:, :1] * pos[None, :] + m[:, 1:2] + 0.5 * np.abs(m[:, 2:3]) * np.cos(np.pi * pos)[None, :]
-    return torch.from_numpy(x), torch.from_numpy(y.astype(np.float32))
+    return torch.from_numpy(x).double(), torch.from_numpy(y)
 
 
 model = Perceiver()
@@ -75,7 +77,7 @@ with torch.no_grad():
         if "norm" in name:
             continue  # LayerNorm keeps its ones / zeros
         if p.dim() >= 2:
-            p.copy_(torch.from_numpy(rng.normal(0, p.shape[-1] ** -0.5, size=tuple(p.shape)).astype(np.float32)))
+            p.copy_(torch.from_numpy(rng.normal(0, p.shape[-1] ** -0.5, size=tuple(p.shape))))
         else:
             p.zero_()
 n_params = sum(p.numel() for p in model.parameters())
@@ -109,4 +111,5 @@ with torch.no_grad():
     x2[:, 40:] = 100.0  # padded inputs must not matter
     p2, _ = model(x2, pad)
     print("padded keys get zero weight", bool((w1[..., 40:] == 0).all()), "pad invariant", torch.allclose(p1, p2, atol=1e-5))
+torch.set_default_dtype(torch.float32)
 print(f"RESULT {losses[0]:.6f} {losses[-1]:.6f} {r2.item():.6f}")
