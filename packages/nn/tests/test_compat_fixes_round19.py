@@ -9,10 +9,18 @@ run unchanged on ember (packages/nn/tests/compat_programs/r19_*.py) or by the pr
   likewise: PyTorch's float32 blackman ends are -1.49e-08;
 - optimizer step pre / post hooks received ``args`` without the optimizer; PyTorch passes the
   step's positional arguments with the optimizer first (``(opt,)`` for ``step()``,
-  ``(opt, closure)`` for ``step(closure)``), and a pre-hook's replacement args carry it too.
+  ``(opt, closure)`` for ``step(closure)``), and a pre-hook's replacement args carry it too;
+- ``torch.save`` of an object pickle refuses (a module holding a lambda hook, a local class)
+  raised TypeError; PyTorch lets pickle's own exception through (``pickle.PicklingError`` for
+  a lambda, AttributeError for a local object, TypeError for a lock), so ``except
+  pickle.PicklingError`` in a checkpoint helper caught nothing on ember.
 """
 
 from __future__ import annotations
+
+import io
+import pickle
+import threading
 
 import ember
 import pytest
@@ -159,3 +167,51 @@ def test_step_hook_args_match_torch():
         opt.step(lambda: None)
         out[lib.__name__] = (seen, [round(v, 6) for v in w.tolist()])
     assert out["ember"] == out["torch"]
+
+
+# ---- torch.save lets pickle's exception class through -----------------------------------------
+def _local_object():
+    class Local:
+        pass
+
+    return Local()
+
+
+def _hooked_module(lib):
+    m = lib.nn.Sequential(lib.nn.Linear(2, 2))
+    m.register_forward_hook(lambda *a: None)
+    return m
+
+
+def _save_error(lib, obj):
+    try:
+        lib.save(obj, io.BytesIO())
+    except Exception as exc:  # noqa: BLE001 - the class is what is compared
+        return exc
+    return None
+
+
+def test_save_unpicklable_raises_pickles_exception_class():
+    exc = _save_error(ember, _hooked_module(ember))  # a local lambda: AttributeError (< 3.14)
+    assert isinstance(exc, (pickle.PicklingError, AttributeError))
+    assert "the Sequential at obj" in str(exc)
+    exc = _save_error(ember, {"f": lambda: 1})
+    assert isinstance(exc, (pickle.PicklingError, AttributeError))
+    assert "the function at obj['f']" in str(exc)
+    exc = _save_error(ember, {"x": [ember.ones(1), _local_object()]})
+    assert type(exc) is AttributeError and "obj['x'][1]" in str(exc)
+    exc = _save_error(ember, threading.Lock())
+    assert type(exc) is TypeError and "pickling it failed" in str(exc)
+    buf = io.BytesIO()  # what pickles still saves
+    ember.save({"m": ember.nn.Linear(2, 2)}, buf)
+    buf.seek(0)
+    assert ember.load(buf, weights_only=False)["m"].weight.shape == (2, 2)
+
+
+@needs_torch
+def test_save_error_classes_match_torch():
+    cases = [lambda lib: _hooked_module(lib), lambda lib: {"f": (lambda: 1)},
+             lambda lib: [_local_object()], lambda lib: threading.Lock()]
+    for make in cases:
+        got, ref = _save_error(ember, make(ember)), _save_error(torch, make(torch))
+        assert type(got) is type(ref), (got, ref)
