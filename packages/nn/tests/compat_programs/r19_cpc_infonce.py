@@ -6,7 +6,7 @@ diagonal the positive, F.cross_entropy against torch.arange), prediction accurac
 then a linear probe on frozen context features (torch.no_grad, detach, requires_grad_(False) on
 the encoder) to read the signal's hidden class, and the contrastive score matrix symmetric
 version (the CLIP-style average of both directions with a learnable log temperature clamped by
-clamp_). Weights and data from NumPy. Written against `torch`; the test suite runs it unchanged
+clamp_), and a Blackman-windowed torch.stft baseline. Weights and data from NumPy. Written against `torch`; the test suite runs it unchanged
 on torch and, through an import shim, on ember. Prints RESULT <first loss> <last loss> <probe
 accuracy>."""
 
@@ -112,4 +112,10 @@ popt.step(closure)
 with torch.no_grad():
     acc = (probe(feats[120:]).argmax(1) == y[120:]).float().mean().item()
 print("encoder frozen", not any(p.requires_grad for p in model.parameters()), f"probe accuracy {acc:.4f}")
+# a classical baseline: Blackman-windowed STFT magnitudes, averaged over time
+win = torch.blackman_window(32)
+print("window ends", win[:2], "float64 end", torch.blackman_window(32, dtype=torch.float64)[0].item())
+spec = torch.stft(x.squeeze(1), 32, hop_length=16, window=win, return_complex=True).abs().mean(-1)
+peak = spec.argmax(1)
+print("stft", tuple(spec.shape), "peak bin by class", [sorted(set(peak[y == k].tolist())) for k in range(3)])
 print(f"RESULT {losses[0]:.6f} {losses[-1]:.6f} {acc:.6f}")

@@ -6,9 +6,14 @@ PCGrad's projection of conflicting gradients (torch.dot, a cosine-similarity log
 gradient written back into .grad through torch.split + view_as, GradNorm's learnable task
 weights trained on the gradient-norm gap at the last shared layer (create_graph=True, a detached
 target, renormalization to the task count under torch.no_grad), homoscedastic uncertainty
-weighting with log-variance parameters, and nn.utils.vector_to_parameters round trips. Weights
+weighting with log-variance parameters, nn.utils.vector_to_parameters round trips, a
+logging optimizer step pre-hook, and a checkpoint helper that falls back to the state_dict
+when torch.save of the module raises pickle's error (a lambda forward hook). Weights
 and data from NumPy. Written against `torch`; the test suite runs it unchanged on torch and,
 through an import shim, on ember. Prints RESULT <first loss> <last loss> <accuracy>."""
+
+import io
+import pickle
 
 import numpy as np
 import torch
@@ -78,6 +83,9 @@ for method in ("sum", "pcgrad", "gradnorm", "uncertainty"):
     opt = torch.optim.Adam(params + ([log_vars] if method == "uncertainty" else []), lr=0.01)
     w_opt = torch.optim.Adam([task_w], lr=0.02) if method == "gradnorm" else None
     conflicts, first, l0 = 0, None, None
+    seen_args = []
+    # a logging pre-hook: PyTorch passes step's positional arguments with the optimizer first
+    opt.register_step_pre_hook(lambda o, args, kwargs: seen_args.append((len(args), args[0] is o)))
     for step in range(60):
         idx = torch.arange(step * 32, step * 32 + 32) % 256
         losses = task_losses(net, idx)
@@ -132,7 +140,22 @@ for method in ("sum", "pcgrad", "gradnorm", "uncertainty"):
     if method == "uncertainty":
         msg += f" sigma {[round(v, 4) for v in torch.exp(0.5 * log_vars).tolist()]}"
     print(msg)
+    print("  step hook args", seen_args[0], "calls", len(seen_args))
     unused_g = torch.autograd.grad(task_losses(net, torch.arange(8))[0], net.unused.weight, allow_unused=True)
     print("  unused grad", unused_g[0], "materialized", flat_grad(task_losses(net, torch.arange(8))[0], [net.unused.weight]).abs().sum().item())
+# a checkpoint helper: the whole module if it pickles, else its state_dict
+net.register_forward_hook(lambda mod, inp, out: None)  # a lambda hook does not pickle
+buf = io.BytesIO()
+try:
+    torch.save(net, buf)
+    kind = "module"
+except (pickle.PicklingError, AttributeError) as exc:
+    kind = f"state_dict ({type(exc).__name__} caught)"
+    buf = io.BytesIO()
+    torch.save(net.state_dict(), buf)
+buf.seek(0)
+restored = fresh()
+restored.load_state_dict(torch.load(buf))
+print("checkpoint saved as", kind, "restored equal", torch.equal(restored.cls.weight, net.cls.weight))
 first, last, acc = results["pcgrad"]
 print(f"RESULT {first:.6f} {last:.6f} {acc:.6f}")
