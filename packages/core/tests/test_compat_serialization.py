@@ -160,7 +160,9 @@ def test_sharing_survives_across_pickles_and_tensors():
 
 
 def test_unpicklable_objects_name_their_path():
-    with pytest.raises(TypeError, match="the function at obj\\['cb'\\]"):
+    # pickle's own exception (PicklingError, or AttributeError for a local lambda before
+    # Python 3.14), as torch.save lets it through
+    with pytest.raises((pickle.PicklingError, AttributeError), match="the function at obj\\['cb'\\]"):
         ember.save({"cb": lambda: 1}, io.BytesIO())
 
 

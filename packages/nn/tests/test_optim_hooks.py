@@ -78,7 +78,8 @@ def test_step_pre_hook_replaces_arguments_and_bad_result_raises():
         seen.append("closure")
         return ember.tensor(1.0)
 
-    opt.register_step_pre_hook(lambda o, a, k: ((), {"closure": closure}))
+    # the new args carry the optimizer first, as PyTorch's hooks receive and return them
+    opt.register_step_pre_hook(lambda o, a, k: ((o,), {"closure": closure}))
     loss = opt.step()
     assert seen == ["closure"] and loss.item() == 1.0
     opt2, _ = _opt("ember")

@@ -1637,9 +1637,12 @@ def _nn_method(name: str) -> Any:
 
 # ---- window functions (torch.hann_window and friends) ------------------------------------------
 def _window(name: str, window_length: int, periodic: bool, dtype: Any, device: Any,
-            requires_grad: bool, fn: Any) -> Tensor:
-    """fn(n, N) evaluated at n = 0..L-1 in float64 (N = L for a periodic window, L - 1 for a
-    symmetric one), in dtype (the default floating dtype when None)."""
+            requires_grad: bool, fn: Any, exact: bool = False) -> Tensor:
+    """The window of length L from fn(n, M): n an arange of length M in dtype (the default
+    floating dtype when None), M = L + 1 for a periodic window (its last sample dropped), L for
+    a symmetric one. fn runs PyTorch's own steps in dtype, so the window rounds as PyTorch's
+    does (blackman_window's ends are exactly 0.0 in float64, -2.98e-08 in float32); exact=True
+    evaluates fn in float64 and rounds once."""
     if not isinstance(window_length, int) or isinstance(window_length, bool) or \
             window_length < 0:
         raise RuntimeError(f"{name} requires non-negative window length, got "
@@ -1653,8 +1656,9 @@ def _window(name: str, window_length: int, periodic: bool, dtype: Any, device: A
     if window_length <= 1:
         out = _C.ones(window_length, dtype=dtype, device=device)
     else:
-        n = _C.arange(window_length, dtype=_C.float64, device=device)
-        out = fn(n, window_length if periodic else window_length - 1).to(dtype)
+        m = window_length + 1 if periodic else window_length
+        n = _C.arange(m, dtype=_C.float64 if exact else dtype, device=device)
+        out = fn(n, m).to(dtype)[:window_length].contiguous()
     return out.requires_grad_(requires_grad)
 
 
@@ -1667,22 +1671,22 @@ def hann_window(window_length: int, periodic: bool = True, *, dtype: Any = None,
     >>> ember.hann_window(4).tolist()
     [0.0, 0.5, 1.0, 0.5]
     """
-    return _window("hann_window", window_length, periodic, dtype, device, requires_grad,
-                   lambda n, N: 0.5 - 0.5 * (2 * math.pi * n / N).cos())
+    return hamming_window(window_length, periodic, 0.5, 0.5, dtype=dtype, device=device,
+                          requires_grad=requires_grad, _name="hann_window")
 
 
 def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.54,
                    beta: float = 0.46, *, dtype: Any = None, layout: Any = None,
                    device: Any = None, pin_memory: bool = False,
-                   requires_grad: bool = False) -> Tensor:
+                   requires_grad: bool = False, _name: str = "hamming_window") -> Tensor:
     """The Hamming window ``alpha - beta cos(2 pi n / N)``.
 
     >>> import ember
     >>> [round(v, 2) for v in ember.hamming_window(4).tolist()]
     [0.08, 0.54, 1.0, 0.54]
     """
-    return _window("hamming_window", window_length, periodic, dtype, device, requires_grad,
-                   lambda n, N: alpha - beta * (2 * math.pi * n / N).cos())
+    return _window(_name, window_length, periodic, dtype, device, requires_grad,
+                   lambda n, m: (n * (2 * math.pi / (m - 1))).cos() * -beta + alpha)
 
 
 def blackman_window(window_length: int, periodic: bool = True, *, dtype: Any = None,
@@ -1694,9 +1698,11 @@ def blackman_window(window_length: int, periodic: bool = True, *, dtype: Any = N
     >>> [round(v, 2) for v in ember.blackman_window(4).tolist()]
     [-0.0, 0.34, 1.0, 0.34]
     """
-    return _window("blackman_window", window_length, periodic, dtype, device, requires_grad,
-                   lambda n, N: 0.42 - 0.5 * (2 * math.pi * n / N).cos()
-                   + 0.08 * (4 * math.pi * n / N).cos())
+    def fn(n: Tensor, m: int) -> Tensor:
+        w = n * (math.pi / (m - 1))
+        return (w * 4).cos() * 0.08 - (w * 2).cos() * 0.5 + 0.42
+
+    return _window("blackman_window", window_length, periodic, dtype, device, requires_grad, fn)
 
 
 def bartlett_window(window_length: int, periodic: bool = True, *, dtype: Any = None,
@@ -1708,8 +1714,12 @@ def bartlett_window(window_length: int, periodic: bool = True, *, dtype: Any = N
     >>> ember.bartlett_window(4).tolist()
     [0.0, 0.5, 1.0, 0.5]
     """
-    return _window("bartlett_window", window_length, periodic, dtype, device, requires_grad,
-                   lambda n, N: 1 - (2 * n / N - 1).abs())
+    def fn(n: Tensor, m: int) -> Tensor:
+        w = n * (2.0 / (m - 1))
+        half = ((m - 1) >> 1) + 1  # the rising half as is, the falling one as 2 - w
+        return _C.cat([w[:half], 2 - w[half:]])
+
+    return _window("bartlett_window", window_length, periodic, dtype, device, requires_grad, fn)
 
 
 def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0, *,
@@ -1723,11 +1733,12 @@ def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0,
     """
     from ember import special
 
-    def fn(n: Tensor, N: int) -> Tensor:
-        r = (1 - (2 * n / N - 1) ** 2).clamp(min=0).sqrt()
+    def fn(n: Tensor, m: int) -> Tensor:
+        r = (1 - (2 * n / (m - 1) - 1) ** 2).clamp(min=0).sqrt()
         return special.i0(beta * r) / special.i0(_C.tensor(float(beta), dtype=_C.float64))
 
-    return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad, fn)
+    return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad, fn,
+                   exact=True)
 
 
 # ---- deprecated and small linear-algebra spellings ---------------------------------------------

@@ -242,8 +242,10 @@ def encode_object(w: Any, obj: Any, path: str) -> Any:
     try:
         w._pickler.dump(obj)
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
-        raise TypeError(f"ember.save: cannot save the {type(obj).__name__} at {path}: it is not a "
-                        f"tensor, number, string, container or NumPy array, and pickling it "
+        # pickle's own exception class (PicklingError for a lambda, AttributeError for a local
+        # object, TypeError for a lock), as torch.save lets it through, with where it was
+        raise type(exc)(f"ember.save: cannot save the {type(obj).__name__} at {path}: it is not "
+                        f"a tensor, number, string, container or NumPy array, and pickling it "
                         f"failed: {exc}") from exc
     w._pickle_count += 1
     return {"$pickle": w._pickle_count - 1}

@@ -103,6 +103,9 @@ def _with_step_hooks(step: Callable) -> Callable:
 
     def hooked(self: Optimizer, *args: Any, **kwargs: Any) -> Any:
         pre = (*_global_optimizer_pre_hooks.values(), *self._optimizer_step_pre_hooks.values())
+        # the hooks see step's positional arguments with the optimizer first, as PyTorch's do
+        # (a pre-hook's new args then carry it too)
+        args = (self, *args)
         for hook in pre:
             res = hook(self, args, kwargs)
             if res is not None:
@@ -113,7 +116,7 @@ def _with_step_hooks(step: Callable) -> Callable:
                     )
                 args, kwargs = res
         self._check_groups_before_step()
-        out = step(self, *args, **kwargs)
+        out = step(*args, **kwargs)
         for hook in (*self._optimizer_step_post_hooks.values(), *_global_optimizer_post_hooks.values()):
             hook(self, args, kwargs)
         return out

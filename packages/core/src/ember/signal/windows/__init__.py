@@ -3,7 +3,8 @@
 Each takes the length ``M`` and keyword-only ``sym`` (True: a symmetric window for filter design;
 False: the periodic window for spectral analysis, the first ``M`` points of the symmetric window
 of length ``M + 1``), ``dtype`` (float32 or float64, the default dtype when None), ``layout``,
-``device`` and ``requires_grad``. Values are computed in float64 and rounded once to ``dtype``.
+``device`` and ``requires_grad``. The cosine sums (general_cosine and the windows built on it)
+follow PyTorch's steps in ``dtype``; the others are computed in float64 and rounded once.
 
 >>> import ember
 >>> ember.signal.windows.bartlett(5).tolist()
@@ -71,14 +72,17 @@ def general_cosine(M: int, *, a: Iterable[float], sym: bool = True, dtype: Any =
     if not a:
         raise ValueError("Coefficients cannot be empty")
     coeffs = [float(c) for c in a]
-
-    def values(n: Tensor, span: int) -> Tensor:
-        w = ember.zeros_like(n)
-        for k, c in enumerate(coeffs):
-            w = w + ((-1) ** k) * c * (n * (2 * math.pi * k / span)).cos()
-        return w
-
-    return _window("general_cosine", M, sym, dtype, device, requires_grad, values)
+    dtype = _check("general_cosine", M, dtype)
+    if M <= 1:
+        return _window("general_cosine", M, sym, dtype, device, requires_grad, None)
+    # PyTorch's steps in dtype (angles by linspace, a (terms, M) product summed over the terms),
+    # so the sums round as its do: blackman's ends are -1.49e-08 in float32, not 0
+    step = 2 * math.pi / (M - 1 if sym else M)
+    angles = ember.linspace(0.0, (M - 1) * step, M, dtype=dtype)
+    signed = ember.tensor([(-1) ** k * c for k, c in enumerate(coeffs)], dtype=dtype)
+    k = ember.arange(len(coeffs), dtype=dtype)
+    w = (signed.unsqueeze(-1) * (k.unsqueeze(-1) * angles).cos()).sum(0)
+    return _finish(w, dtype, device, requires_grad)
 
 
 def general_hamming(M: int, *, alpha: float = 0.54, sym: bool = True, dtype: Any = None,
