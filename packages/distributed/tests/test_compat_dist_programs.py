@@ -71,6 +71,8 @@ PROGRAMS = {
     "contrastive_gather": (1e-4, 1e-5),
     "elastic_launch_api": (0, 0),
     "odd_objects": (0, 0),
+    "ring_p2p": (1e-4, 1e-5),
+    "moe_expert_parallel": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

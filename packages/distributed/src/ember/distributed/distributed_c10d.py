@@ -1503,6 +1503,12 @@ def _p2p(kind: str, tensor: Any, peer: int | None, group: Any, tag: int, group_p
     if pg is None:
         return None
     name = "send" if kind == "send" else "recv"
+    if isinstance(tensor, ember.Tensor) and not tensor.is_contiguous():
+        # torch's backends move a point-to-point message straight from / into the tensor's
+        # memory and refuse a strided one (the collectives accept it)
+        raise RuntimeError(f"{name}: the tensor has to be contiguous (shape "
+                           f"{tuple(tensor.shape)}, strides {tuple(tensor.stride())}); pass "
+                           ".contiguous() (and copy a received one back)")
     nccl = _nccl(pg, name, tensor)
     if nccl is not None:
         p = None if peer is None and group_peer is None else _root(pg, name, peer, group_peer)
@@ -1580,6 +1586,10 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
                [type(p).__name__ for p in p2p_op_list])
         raise ValueError("batch_isend_irecv: p2p_op_list must be a list of dist.P2POp, got "
                          f"{got}")
+    if not p2p_op_list:
+        # torch reads the first operation's group before anything else (an IndexError)
+        raise IndexError("batch_isend_irecv: p2p_op_list is empty; pass at least one "
+                         "dist.P2POp")
     if p2p_op_list:
         first = p2p_op_list[0]
         pg = _pg(first.group)

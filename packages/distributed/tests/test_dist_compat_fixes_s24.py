@@ -1,0 +1,209 @@
+"""Regression tests for the session-24 distributed compatibility round: point-to-point messages
+matched by tag rather than by arrival order (and receive-from-any-source among them), torch's
+errors for a strided point-to-point tensor and an empty batch_isend_irecv, and
+DDP._set_params_and_buffers_to_ignore_for_model (expert-parallel weights kept out of DDP)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import ember.distributed as dist
+import pytest
+
+
+def _run(worker: Any, world: int, tmp_path: Any, timeout: float = 180) -> list:
+    from dist_helpers import run_ranks
+
+    return run_ranks(worker, world, ("file://" + str(tmp_path / "store"),), timeout)
+
+
+# ---- point to point: tags, any source, strided tensors ----------------------------------------
+
+
+def _tags_worker(rank: int, init: str, conn: Any) -> None:
+    try:
+        import ember
+
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=3,
+                                timeout=timedelta(seconds=60))
+        out: dict[str, Any] = {}
+        if rank == 1:
+            # tags 7, 3, 5 (a large one, through the mailbox in several chunks), then 3 again
+            works = [dist.isend(ember.tensor([7.0]), dst=2, tag=7),
+                     dist.isend(ember.tensor([3.0, 3.5]), dst=2, tag=3),
+                     dist.isend(ember.arange(300_000, dtype=ember.float32), dst=2, tag=5),
+                     dist.isend(ember.tensor([33.0, 33.5]), dst=2, tag=3)]
+            for w in works:
+                w.wait()
+            dist.send(ember.tensor([1.0]), dst=0, tag=9)
+        elif rank == 2:
+            a, b, c = ember.zeros(2), ember.zeros(1), ember.zeros(300_000)
+            d = ember.zeros(2)
+            out["src_a"] = dist.recv(a, src=1, tag=3)
+            w = dist.irecv(c, src=1, tag=5)
+            out["src_b"] = dist.recv(b, src=1, tag=7)
+            w.wait()
+            dist.recv(d, src=1, tag=3)
+            out["values"] = [a.tolist(), b.tolist(), d.tolist()]
+            out["large_ok"] = bool((c == ember.arange(300_000, dtype=ember.float32)).all())
+            dist.send(ember.tensor([2.0]), dst=0, tag=4)
+            dist.send(ember.tensor([2.5]), dst=0, tag=9)
+        else:
+            # from any source: tag 9 comes from rank 1 and from rank 2 (after its tag 4)
+            got, senders = [], []
+            for _ in range(2):
+                t = ember.zeros(1)
+                senders.append(dist.recv(t, tag=9))
+                got.append(t.item())
+            t = ember.zeros(1)
+            out["tag4_from"] = dist.recv(t, tag=4)
+            out["tag4"] = t.item()
+            out["any"] = sorted(zip(senders, got))
+        dist.barrier()
+        dist.destroy_process_group()
+        conn.send(("ok", out))
+    except BaseException:  # noqa: BLE001
+        import traceback
+
+        conn.send(("err", traceback.format_exc()))
+
+
+def test_recv_matches_messages_by_tag_not_arrival_order(tmp_path):
+    res = _run(_tags_worker, 3, tmp_path)
+    assert res[2] == {"src_a": 1, "src_b": 1, "values": [[3.0, 3.5], [7.0], [33.0, 33.5]],
+                      "large_ok": True}
+    assert res[0] == {"tag4_from": 2, "tag4": 2.0, "any": [(1, 1.0), (2, 2.5)]}
+
+
+def _strided_worker(rank: int, init: str, conn: Any) -> None:
+    try:
+        import ember
+
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2,
+                                timeout=timedelta(seconds=60))
+        out: dict[str, Any] = {}
+        strided = ember.ones(3, 2).t()
+        for name, fn in (("send", dist.send), ("isend", dist.isend), ("recv", dist.recv),
+                         ("irecv", dist.irecv)):
+            try:
+                fn(strided, 1 - rank)
+                out[name] = "no error"
+            except RuntimeError as e:
+                out[name] = str(e)
+        try:
+            dist.batch_isend_irecv([])
+        except IndexError as e:
+            out["empty"] = str(e)
+        # the collectives still take strided tensors
+        t = ember.arange(6.0).reshape(2, 3).t()
+        dist.all_reduce(t)
+        out["all_reduce"] = t.tolist()
+        dist.destroy_process_group()
+        conn.send(("ok", out))
+    except BaseException:  # noqa: BLE001
+        import traceback
+
+        conn.send(("err", traceback.format_exc()))
+
+
+def test_point_to_point_refuses_strided_tensors_and_empty_batches(tmp_path):
+    res = _run(_strided_worker, 2, tmp_path)
+    for r in res:
+        for name in ("send", "isend", "recv", "irecv"):
+            assert "has to be contiguous" in r[name] and "(2, 3)" in r[name], r[name]
+        assert r["send"].startswith("send:") and r["recv"].startswith("recv:")
+        assert r["empty"] == ("batch_isend_irecv: p2p_op_list is empty; pass at least one "
+                              "dist.P2POp")
+        assert r["all_reduce"] == [[0.0, 6.0], [2.0, 8.0], [4.0, 10.0]]
+
+
+def test_point_to_point_errors_match_torch():
+    torch = pytest.importorskip("torch")
+    import inspect
+
+    src = inspect.getsource(torch.distributed.distributed_c10d.batch_isend_irecv)
+    assert "_check_p2p_op_list" in src  # reads p2p_op_list[0] first: IndexError when empty
+    check = inspect.getsource(torch.distributed.distributed_c10d._check_p2p_op_list)
+    assert "p2p_op_list[0]" in check
+
+
+# ---- DDP._set_params_and_buffers_to_ignore_for_model ------------------------------------------
+
+
+def _ignore_worker(rank: int, init: str, conn: Any) -> None:
+    try:
+        import ember
+        import ember.nn as nn
+        from ember.nn.parallel import DistributedDataParallel as DDP
+
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2,
+                                timeout=timedelta(seconds=60))
+        model = nn.Sequential(nn.Linear(2, 1, bias=False), nn.Linear(1, 1, bias=False))
+        model.register_buffer("running", ember.zeros(1))
+        with ember.no_grad():
+            model[0].weight.copy_(ember.tensor([[1.0, 2.0]]) * (rank + 1))
+            model[1].weight.fill_(10.0 * (rank + 1))  # ignored: stays each rank's own
+            model.running.fill_(float(rank))  # ignored buffer
+        DDP._set_params_and_buffers_to_ignore_for_model(model, ["1.weight", "running"])
+        out: dict[str, Any] = {
+            "attr": model._ddp_params_and_buffers_to_ignore,
+            "flags": [getattr(model[1].weight, "_ddp_ignored", False),
+                      getattr(model[0].weight, "_ddp_ignored", False),
+                      getattr(model.running, "_ddp_ignored", False)]}
+        ddp = DDP(model)
+        out["ignored"] = sorted(ddp.parameters_to_ignore)
+        out["w0"] = model[0].weight.tolist()
+        out["w1"] = model[1].weight.item()
+        out["rm"] = model.running.item()
+        x = ember.tensor([[1.0, 1.0], [2.0, 0.0]]) * (rank + 1)
+        ddp(x).sum().backward()
+        out["g0"] = model[0].weight.grad.tolist()
+        out["g1"] = model[1].weight.grad.item()
+        # a rank with a different shape for an ignored parameter is still a model DDP takes
+        m2 = nn.Linear(2, 2 + rank)
+        DDP._set_params_and_buffers_to_ignore_for_model(m2, ["weight", "bias"])
+        try:
+            DDP(m2)
+            out["all_ignored"] = "no error"
+        except RuntimeError as e:
+            out["all_ignored"] = str(e)
+        dist.destroy_process_group()
+        conn.send(("ok", out))
+    except BaseException:  # noqa: BLE001
+        import traceback
+
+        conn.send(("err", traceback.format_exc()))
+
+
+def test_ddp_ignores_the_named_params_and_buffers(tmp_path):
+    res = _run(_ignore_worker, 2, tmp_path)
+    for rank, r in enumerate(res):
+        assert r["attr"] == ["1.weight", "running"]
+        assert r["flags"] == [True, False, True]
+        assert r["ignored"] == ["1.weight", "running"]
+        assert r["w0"] == [[1.0, 2.0]]  # broadcast from rank 0
+        assert r["w1"] == 10.0 * (rank + 1)  # not broadcast
+        assert r["rm"] == float(rank)
+        assert "doesn't have any parameter that requires a gradient" in r["all_ignored"]
+    # z = w1 (w0 . x), loss sum(z): dL/dw0 = w1 * (sum of x's rows), averaged over the ranks:
+    # (10 [3, 1] + 20 [6, 2]) / 2; dL/dw1 = sum(w0 . x) with w0 = [1, 2] (rank 0's), each rank
+    # its own: 3 + 2 on rank 0, twice that on rank 1
+    assert res[0]["g0"] == res[1]["g0"] == [[75.0, 25.0]]
+    assert [r["g1"] for r in res] == [5.0, 10.0]
+
+
+def test_set_params_and_buffers_to_ignore_matches_torch():
+    torch = pytest.importorskip("torch")
+    m = torch.nn.Linear(2, 2)
+    torch.nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+        m, ["weight"])
+    assert m._ddp_params_and_buffers_to_ignore == ["weight"]
+    assert getattr(m.weight, "_ddp_ignored", False) and not hasattr(m.bias, "_ddp_ignored")
+    import ember.nn as enn
+    from ember.nn.parallel import DistributedDataParallel as DDP
+
+    e = enn.Linear(2, 2)
+    DDP._set_params_and_buffers_to_ignore_for_model(e, ["weight"])
+    assert e._ddp_params_and_buffers_to_ignore == ["weight"]
+    assert getattr(e.weight, "_ddp_ignored", False) and not hasattr(e.bias, "_ddp_ignored")
