@@ -207,3 +207,76 @@ def test_set_params_and_buffers_to_ignore_matches_torch():
     DDP._set_params_and_buffers_to_ignore_for_model(e, ["weight"])
     assert e._ddp_params_and_buffers_to_ignore == ["weight"]
     assert getattr(e.weight, "_ddp_ignored", False) and not hasattr(e.bias, "_ddp_ignored")
+
+
+# ---- torch._utils._flatten_dense_tensors / _unflatten_dense_tensors -----------------------------
+
+
+def test_flatten_unflatten_dense_tensors():
+    import ember
+    from ember._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+    a = ember.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    b = ember.tensor([7.0, 8.0])
+    flat = _flatten_dense_tensors([a.t(), b])  # a strided one is taken in its logical order
+    assert flat.tolist() == [1.0, 4.0, 2.0, 5.0, 3.0, 6.0, 7.0, 8.0]
+    pieces = _unflatten_dense_tensors(flat, [a.t(), b])
+    assert isinstance(pieces, tuple)
+    assert [list(p.shape) for p in pieces] == [[3, 2], [2]]
+    assert pieces[0].tolist() == [[1.0, 4.0], [2.0, 5.0], [3.0, 6.0]]
+    pieces[1].fill_(0.5)  # views of flat
+    assert flat.tolist()[-2:] == [0.5, 0.5]
+    one = _flatten_dense_tensors([a])  # one tensor: a flat view of it
+    one[0] = 9.0
+    assert a[0, 0].item() == 9.0
+    with pytest.raises(ValueError, match="non-empty list"):
+        _flatten_dense_tensors([])
+    with pytest.raises(RuntimeError, match=r"more than the 3 elements of flat \(tensor 0 of "
+                                           r"shape \(4,\)"):
+        _unflatten_dense_tensors(ember.arange(3.0), [ember.ones(4)])
+
+
+def test_flatten_dense_tensors_gradient_float64():
+    import ember
+    from ember._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+    a = ember.tensor([[0.5, -1.0], [2.0, 0.25]], dtype=ember.float64, requires_grad=True)
+    b = ember.tensor([3.0, -2.0, 1.5], dtype=ember.float64, requires_grad=True)
+    w = ember.arange(7, dtype=ember.float64)
+
+    def f(x, y):
+        flat = _flatten_dense_tensors([x, y])
+        p, q = _unflatten_dense_tensors(flat * w, [x, y])
+        return (p.pow(2).sum() + q.sin().sum())
+
+    f(a, b).backward()
+    eps = 1e-6
+    for t, grad in ((a, a.grad), (b, b.grad)):
+        base = t.detach().clone()
+        num = []
+        for i in range(base.numel()):
+            hi, lo = base.clone().view(-1), base.clone().view(-1)
+            hi[i] += eps
+            lo[i] -= eps
+            args = [hi.view(base.shape), b.detach()] if t is a else [a.detach(),
+                                                                     hi.view(base.shape)]
+            f_hi = f(*args).item()
+            args = [lo.view(base.shape), b.detach()] if t is a else [a.detach(),
+                                                                     lo.view(base.shape)]
+            num.append((f_hi - f(*args).item()) / (2 * eps))
+        assert grad.view(-1).tolist() == pytest.approx(num, rel=1e-6, abs=1e-8)
+    # d/da of sum((a_i w_i)^2) = 2 a_i w_i^2 with w = 0..3
+    assert a.grad.view(-1).tolist() == pytest.approx([0.0, -2.0, 16.0, 4.5])
+
+
+def test_flatten_dense_tensors_matches_torch():
+    torch = pytest.importorskip("torch")
+    import ember
+    from ember._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+    ts = [torch.arange(6.0).reshape(2, 3).t(), torch.tensor([7.0])]
+    es = [ember.arange(6.0).reshape(2, 3).t(), ember.tensor([7.0])]
+    tf, ef = torch._utils._flatten_dense_tensors(ts), _flatten_dense_tensors(es)
+    assert ef.tolist() == tf.tolist()
+    assert [p.tolist() for p in _unflatten_dense_tensors(ef, es)] == [
+        p.tolist() for p in torch._utils._unflatten_dense_tensors(tf, ts)]
