@@ -74,6 +74,7 @@ PROGRAMS = {
     "ring_p2p": (1e-4, 1e-5),
     "moe_expert_parallel": (1e-4, 1e-5),
     "zero1_by_hand": (1e-4, 1e-5),
+    "megatron_by_hand": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 
