@@ -75,6 +75,7 @@ PROGRAMS = {
     "moe_expert_parallel": (1e-4, 1e-5),
     "zero1_by_hand": (1e-4, 1e-5),
     "megatron_by_hand": (1e-4, 1e-5),
+    "init_methods": (0, 0),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

@@ -280,3 +280,64 @@ def test_flatten_dense_tensors_matches_torch():
     assert ef.tolist() == tf.tolist()
     assert [p.tolist() for p in _unflatten_dense_tensors(ef, es)] == [
         p.tolist() for p in torch._utils._unflatten_dense_tensors(tf, ts)]
+
+
+# ---- init_process_group: torch's exception classes, the backend of a group made without one ---
+
+
+@pytest.mark.parametrize("kwargs, caught_as, msg", [
+    (dict(backend="gloo", init_method="tcp://127.0.0.1:1", rank=0, world_size=1),
+     AssertionError, "pass init_method or store, not both"),
+    (dict(backend="gloo", rank=0), AssertionError, "rank and world_size are required"),
+    (dict(backend="gloo", rank=-2, world_size=2), AssertionError, "rank must be >= 0"),
+    (dict(backend="no_such_backend", rank=0, world_size=1), AssertionError,
+     "unknown backend 'no_such_backend'"),
+    (dict(backend="gloo", rank=5, world_size=2), RuntimeError, "rank 5 is outside world_size 2"),
+])
+def test_init_process_group_errors_have_torchs_classes(kwargs, caught_as, msg):
+    for cls in (caught_as, ValueError):  # torch's class, and ember's (ValueError) as before
+        with pytest.raises(cls, match=msg):
+            dist.init_process_group(store=dist.HashStore(), **kwargs)
+        assert not dist.is_initialized()
+
+
+@pytest.mark.filterwarnings("ignore:Device capability")
+def test_init_process_group_error_classes_match_torch():
+    torch = pytest.importorskip("torch")
+    tdist = torch.distributed
+    for kwargs, cls in ((dict(init_method="tcp://127.0.0.1:1", rank=0, world_size=1),
+                         AssertionError), (dict(rank=0), AssertionError),
+                        (dict(backend="no_such_backend", rank=0, world_size=1), AssertionError),
+                        (dict(backend="gloo", rank=5, world_size=2), RuntimeError)):
+        with pytest.raises(cls):
+            tdist.init_process_group(store=tdist.HashStore(), **kwargs)
+        assert not tdist.is_initialized()
+
+
+def test_get_backend_without_a_backend_named_is_undefined():
+    dist.init_process_group(store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        assert dist.get_backend() == "undefined"
+        assert dist.get_backend_config() in ("cpu:gloo", "cpu:gloo,cuda:nccl")
+        sub = dist.new_group([0])
+        assert dist.get_backend(sub) == "undefined"
+        t = dist.new_group([0], backend="gloo")
+        assert dist.get_backend(t) == "gloo"
+    finally:
+        dist.destroy_process_group()
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        assert dist.get_backend() == "gloo"
+    finally:
+        dist.destroy_process_group()
+
+
+def test_get_backend_without_a_backend_named_matches_torch():
+    torch = pytest.importorskip("torch")
+    tdist = torch.distributed
+    tdist.init_process_group(store=tdist.HashStore(), rank=0, world_size=1)
+    try:
+        assert tdist.get_backend() == "undefined"
+        assert tdist.get_backend_config() in ("cpu:gloo", "cpu:gloo,cuda:nccl")
+    finally:
+        tdist.destroy_process_group()

@@ -35,6 +35,8 @@ from ._common import (
     CollectiveArgError,
     CollectiveListTypeError,
     DistBackendError,
+    InitArgError,
+    InitRankError,
     ReduceOp,
     check_op_dtype,
     check_tensor,
@@ -442,8 +444,8 @@ def _resolve_backend(requested: str | None, store: Store, rank: int, world_size:
     if name == Backend.SHM:
         return "shm"
     if name not in (Backend.GLOO, Backend.UNDEFINED):
-        raise ValueError(f"init_process_group: unknown backend {requested!r}; expected one of "
-                         "'shm', 'gloo', 'mpi', 'nccl'")
+        raise InitArgError(f"init_process_group: unknown backend {requested!r}; expected one "
+                           "of 'shm', 'gloo', 'mpi', 'nccl'")
     # gloo / default: shm when every rank runs on this machine.
     chosen = _machine_backend(store, rank, world_size, prefix)
     if not chosen:
@@ -541,14 +543,16 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
                                                      timeout_td)
     else:
         if init_method is not None:
-            raise ValueError("init_process_group: pass init_method or store, not both")
+            raise InitArgError("init_process_group: pass init_method or store, not both")
         if rank == -1 or world_size == -1:
-            raise ValueError("init_process_group: with a store, rank and world_size are required")
+            raise InitArgError("init_process_group: with a store, rank and world_size are "
+                               "required")
         if rank < 0 or world_size <= 0:
-            raise ValueError(f"init_process_group: rank must be >= 0 and world_size > 0, got "
-                             f"rank={rank}, world_size={world_size}")
+            raise InitArgError(f"init_process_group: rank must be >= 0 and world_size > 0, got "
+                               f"rank={rank}, world_size={world_size}")
     if not 0 <= rank < world_size:
-        raise ValueError(f"init_process_group: rank {rank} is outside world_size {world_size}")
+        raise InitRankError(f"init_process_group: rank {rank} is outside world_size "
+                            f"{world_size}")
     _state.n_inits += 1
     prefix = f"ember_pg{_state.n_inits}"
     if store is not None:
@@ -583,7 +587,9 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     _state.default, _state.store, _state.owned_store = pg, store, owned
     _state.groups = [pg]
     _state.n_groups = 0
-    _state.requested_backend = Backend(backend) if backend else chosen
+    # torch names a group made without a backend "undefined" (get_backend_config tells what
+    # runs it)
+    _state.requested_backend = Backend(backend) if backend else Backend.UNDEFINED
     _state.rank, _state.world_size = rank, world_size
     GroupMember.WORLD = pg
 
@@ -1404,7 +1410,10 @@ def get_backend_config(group: ProcessGroup | None = None) -> str:
     name = get_backend(pg)
     if pg.is_nccl:
         return f"cuda:{name}"
-    if getattr(pg, "_cuda_factory", None) is not None or name == "undefined":
+    if name == Backend.UNDEFINED:  # the default choice, as torch reports it
+        name = Backend.GLOO
+        return f"cpu:{name},cuda:nccl" if getattr(pg, "_cuda_factory", None) else f"cpu:{name}"
+    if getattr(pg, "_cuda_factory", None) is not None:
         return f"cpu:{name},cuda:nccl"
     return f"cpu:{name}"
 
