@@ -76,6 +76,7 @@ PROGRAMS = {
     "zero1_by_hand": (1e-4, 1e-5),
     "megatron_by_hand": (1e-4, 1e-5),
     "init_methods": (0, 0),
+    "join_uneven": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

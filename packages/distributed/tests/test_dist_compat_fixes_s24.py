@@ -341,3 +341,76 @@ def test_get_backend_without_a_backend_named_matches_torch():
         assert tdist.get_backend_config() in ("cpu:gloo", "cpu:gloo,cuda:nccl")
     finally:
         tdist.destroy_process_group()
+
+
+# ---- Join: DDP beside a Joinable of one's own that names the default group ---------------------
+
+
+def _join_worker(rank: int, init: str, conn: Any) -> None:
+    try:
+        import ember
+        import ember.nn as nn
+        from ember.distributed.algorithms.join import Join, Joinable, JoinHook
+        from ember.nn.parallel import DistributedDataParallel as DDP
+
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2,
+                                timeout=timedelta(seconds=60))
+
+        class Hook(JoinHook):
+            def __init__(self, c: Any) -> None:
+                self.c = c
+
+            def main_hook(self) -> None:
+                dist.all_reduce(ember.zeros(1))
+                self.c.shadowed += 1
+
+        class Counter(Joinable):
+            def __init__(self) -> None:
+                super().__init__()
+                self.count, self.shadowed = 0.0, 0
+
+            def __call__(self) -> None:
+                Join.notify_join_context(self)
+                t = ember.ones(1)
+                dist.all_reduce(t)
+                self.count += t.item()
+
+            def join_hook(self, **kwargs: Any) -> JoinHook:
+                return Hook(self)
+
+            @property
+            def join_device(self) -> Any:
+                return ember.device("cpu")
+
+            @property
+            def join_process_group(self) -> Any:
+                return dist.group.WORLD
+
+        net = nn.Linear(1, 1, bias=False)
+        with ember.no_grad():
+            net.weight.fill_(1.0)
+        model = DDP(net)
+        out: dict[str, Any] = {"pg_is_world": model.process_group is dist.group.WORLD}
+        counter = Counter()
+        with Join([model, counter]):
+            for i in range(3 if rank == 0 else 1):
+                model(ember.tensor([[float(rank + 1)]])).sum().backward()
+                out.setdefault("grads", []).append(net.weight.grad.item())
+                net.zero_grad()
+                counter()
+        out["count"], out["shadowed"] = counter.count, counter.shadowed
+        dist.destroy_process_group()
+        conn.send(("ok", out))
+    except BaseException:  # noqa: BLE001
+        import traceback
+
+        conn.send(("err", traceback.format_exc()))
+
+
+def test_join_takes_ddp_with_a_joinable_naming_the_default_group(tmp_path):
+    res = _run(_join_worker, 2, tmp_path)
+    assert res[0]["pg_is_world"] and res[1]["pg_is_world"]
+    # step 1: both ranks, grad (1 + 2) / 2; steps 2, 3: rank 1 has joined (zeros), 1 / 2
+    assert res[0]["grads"] == [1.5, 0.5, 0.5] and res[1]["grads"] == [1.5]
+    assert res[0]["count"] == 2.0 + 1.0 + 1.0 and res[0]["shadowed"] == 0
+    assert res[1]["count"] == 2.0 and res[1]["shadowed"] == 2

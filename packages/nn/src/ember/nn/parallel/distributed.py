@@ -589,6 +589,10 @@ class DistributedDataParallel(Module):
                 "DistributedDataParallel: the default process group has not been "
                 "initialized; call ember.distributed.init_process_group(...) first"
             )
+        if process_group is None:
+            # the default group itself, as torch keeps it (Join compares the joinables' groups)
+            group = getattr(dist, "group", None)
+            process_group = getattr(group, "WORLD", None)
         if bucket_cap_mb is None:
             bucket_cap_mb = 25
         if not bucket_cap_mb > 0:
