@@ -414,3 +414,91 @@ def test_join_takes_ddp_with_a_joinable_naming_the_default_group(tmp_path):
     assert res[0]["grads"] == [1.5, 0.5, 0.5] and res[1]["grads"] == [1.5]
     assert res[0]["count"] == 2.0 + 1.0 + 1.0 and res[0]["shadowed"] == 0
     assert res[1]["count"] == 2.0 and res[1]["shadowed"] == 2
+
+
+# ---- 16-bit float reductions rounded once; collective futures are ember.futures.Futures -------
+
+
+def _half_and_futures_worker(rank: int, init: str, conn: Any) -> None:
+    try:
+        import ember
+        import ember.futures as futures
+
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=3,
+                                timeout=timedelta(seconds=60))
+        out: dict[str, Any] = {}
+        vals = [0.1, 0.2, 0.3]
+        for dtype in (ember.float16, ember.bfloat16):
+            name = str(dtype).replace("ember.", "")
+            for op in ("SUM", "AVG", "PRODUCT"):
+                t = ember.tensor([vals[rank], 1000.0 + rank], dtype=dtype)
+                dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
+                out[f"{name}_{op}"] = t.float().tolist()
+                out[f"{name}_{op}_dtype"] = str(t.dtype)
+        fut = dist.all_reduce(ember.ones(1) * (rank + 1), async_op=True).get_future()
+        out["is_future"] = isinstance(fut, futures.Future)
+        plain = futures.Future()
+        plain.set_result("x")
+        both = futures.collect_all([fut, plain]).wait()
+        out["collect_all"] = [both[0].value()[0].item(), both[1].value()]
+        out["wait_all"] = [v[0].item() for v in futures.wait_all(
+            [dist.all_reduce(ember.ones(1), async_op=True).get_future() for _ in range(2)])]
+
+        def boom(f: Any) -> None:
+            raise ValueError("callback failed")
+
+        chained = dist.all_reduce(ember.ones(1), async_op=True).get_future().then(boom)
+        try:
+            chained.wait()
+        except RuntimeError as e:
+            out["then_error"] = str(e)
+        f = dist.all_reduce(ember.ones(1), async_op=True).get_future()
+        f.add_done_callback(boom)  # reported on stderr, dropped
+        out["after_bad_callback"] = f.wait()[0].item()
+        dist.destroy_process_group()
+        conn.send(("ok", out))
+    except BaseException:  # noqa: BLE001
+        import traceback
+
+        conn.send(("err", traceback.format_exc()))
+
+
+@pytest.fixture(scope="module")
+def half_results(tmp_path_factory: Any) -> list[dict]:
+    from dist_helpers import run_ranks
+
+    init = "file://" + str(tmp_path_factory.mktemp("s24h") / "store")
+    return run_ranks(_half_and_futures_worker, 3, (init,), 180)
+
+
+def test_16bit_float_reductions_are_rounded_once(half_results):
+    # the exact values of fp16(0.1) + fp16(0.2) + fp16(0.3) = 0.5999755859375 and of
+    # bf16(0.1) * bf16(0.2) * bf16(0.3) = 0.00602738..., each rounded once: adding in rank
+    # order and rounding after each step gives 0.599609375 and 0.006011962890625 instead
+    for r in half_results:
+        assert r["float16_SUM"] == [0.60009765625, 3004.0]
+        assert r["float16_AVG"] == [0.199951171875, 1001.0]  # 0.59997559 / 3 rounded once
+        assert r["float16_PRODUCT"][0] == 0.0059967041015625
+        assert r["bfloat16_PRODUCT"][0] == 0.00604248046875
+        assert r["bfloat16_SUM"] == [0.6015625, 3008.0]  # bf16(1001) = bf16(1002) = 1000
+        assert r["float16_SUM_dtype"] == "ember.float16"
+        assert r["bfloat16_AVG_dtype"] == "ember.bfloat16"
+
+
+def test_16bit_float_reductions_match_torch_rounding(half_results):
+    torch = pytest.importorskip("torch")
+    for tdt, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
+        x = torch.tensor([0.1, 0.2, 0.3], dtype=tdt).double()
+        assert half_results[0][f"{name}_SUM"][0] == x.sum().to(tdt).item()
+        assert half_results[0][f"{name}_PRODUCT"][0] == x.prod().to(tdt).item()
+        assert half_results[0][f"{name}_AVG"][0] == (x.sum() / 3).to(tdt).item()
+
+
+def test_collective_futures_are_ember_futures(half_results):
+    for rank, r in enumerate(half_results):
+        assert r["is_future"]
+        assert r["collect_all"] == [6.0, "x"]
+        assert r["wait_all"] == [3.0, 3.0]
+        assert r["then_error"] == ("Got the following error when running the callback: "
+                                   "ValueError: callback failed")
+        assert r["after_bad_callback"] == 3.0
