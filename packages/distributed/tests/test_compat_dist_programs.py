@@ -80,6 +80,7 @@ PROGRAMS = {
     "gather_for_metrics": (1e-4, 1e-5),
     "async_futures": (1e-4, 1e-5),
     "pipeline_by_hand": (1e-4, 1e-5),
+    "gan_subgroup_ddp": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 
