@@ -71,6 +71,16 @@ PROGRAMS = {
     "contrastive_gather": (1e-4, 1e-5),
     "elastic_launch_api": (0, 0),
     "odd_objects": (0, 0),
+    "ring_p2p": (1e-4, 1e-5),
+    "moe_expert_parallel": (1e-4, 1e-5),
+    "zero1_by_hand": (1e-4, 1e-5),
+    "megatron_by_hand": (1e-4, 1e-5),
+    "init_methods": (0, 0),
+    "join_uneven": (1e-4, 1e-5),
+    "gather_for_metrics": (1e-4, 1e-5),
+    "async_futures": (1e-4, 1e-5),
+    "pipeline_by_hand": (1e-4, 1e-5),
+    "gan_subgroup_ddp": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -106,12 +107,37 @@ void reduce_all(T* d, const std::vector<const T*>& srcs, int64_t n, F f) {
   if (k < srcs.size()) combine1(d, srcs[k], n, f);
 }
 
+// Sums / products / averages of 16-bit floats: every rank's value accumulated in float and
+// rounded once, so the result is the nearest 16-bit value to the exact one whatever the number
+// of ranks (rounding after each addition can land an ulp away, differently per rank order).
+template <typename T>
+void reduce_16bit_float(T* d, const std::vector<const T*>& s, int64_t n, int op) {
+  constexpr int64_t kBlock = 512;
+  float acc[kBlock];
+  const float k = op == kAvg ? 1.0f / static_cast<float>(s.size() + 1) : 1.0f;
+  for (int64_t at = 0; at < n; at += kBlock) {
+    const int64_t m = std::min(kBlock, n - at);
+    for (int64_t i = 0; i < m; ++i) acc[i] = static_cast<float>(d[at + i]);
+    for (const T* p : s) {
+      if (op == kProduct) {
+        for (int64_t i = 0; i < m; ++i) acc[i] *= static_cast<float>(p[at + i]);
+      } else {
+        for (int64_t i = 0; i < m; ++i) acc[i] += static_cast<float>(p[at + i]);
+      }
+    }
+    for (int64_t i = 0; i < m; ++i) d[at + i] = static_cast<T>(op == kAvg ? acc[i] * k : acc[i]);
+  }
+}
+
 template <typename T>
 void reduce_typed(void* dst, const std::vector<const void*>& raw, int64_t n, int op) {
   using A = opmath_t<T>;
   T* d = static_cast<T*>(dst);
   std::vector<const T*> s;
   for (const void* p : raw) s.push_back(static_cast<const T*>(p));
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    if (op == kSum || op == kAvg || op == kProduct) return reduce_16bit_float(d, s, n, op);
+  }
   switch (op) {
     case kSum:
     case kAvg:

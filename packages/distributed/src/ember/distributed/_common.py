@@ -80,6 +80,17 @@ class CollectiveArgError(ValueError, RuntimeError):
     and a RuntimeError as PyTorch's gloo raises ("invalid tensor size", "invalid root rank")."""
 
 
+class InitArgError(ValueError, AssertionError):
+    """init_process_group's arguments that do not go together (a store and an init_method, a
+    store without a world size, an unknown backend): a ValueError (ember's class for them), and
+    an AssertionError as PyTorch raises."""
+
+
+class InitRankError(ValueError, RuntimeError):
+    """init_process_group's rank outside [0, world_size): a ValueError, and a RuntimeError as
+    PyTorch's gloo raises ("rank < size")."""
+
+
 class CollectiveListTypeError(ValueError, TypeError):
     """A collective's tensor list that is not a list: a ValueError (ember's class for it), and a
     TypeError as PyTorch raises."""

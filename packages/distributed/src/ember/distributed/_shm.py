@@ -14,13 +14,17 @@ memory bandwidth. Every wait has the group's timeout and watches the peers' pids
 from __future__ import annotations
 
 import atexit
+import collections
+import ctypes
 import logging
 import os
+import threading
 import time
 import uuid
 from typing import Any, Callable
 
 import ember
+import numpy as np
 from ember import _C
 
 from ._common import (
@@ -71,6 +75,10 @@ class ShmBackend:
         self._broken: str | None = None
         self._seq = 0
         self._debug = _debug_detail()
+        # messages taken out of a mailbox ahead of the receive that matches their tag
+        self._stash: dict[tuple[int, int], collections.deque] = {}
+        self._stash_lock = threading.Lock()
+        self._src_locks: dict[int, threading.RLock] = {}
         slot = _SLOT_BYTES or min(8 << 20, max(1 << 20, (16 << 20) // size))
         slot = max(4096 * size, (slot // 64) * 64)  # scatter/all_to_all split a slot by rank
         mbox = max(4096, (_MAILBOX_BYTES // 64) * 64)
@@ -312,11 +320,25 @@ class ShmBackend:
         self._p2p_status(status, "send", dst, t, tag, 0, 0)
 
     def recv(self, t: Any, src: int, tag: int) -> None:
-        ob = out_buffer(t)
-        nbytes = t.numel() * t.element_size()
-        status, got_n, got_tag = self.g.recv(src, ob.tensor.data_ptr(), nbytes, tag, self.timeout)
-        self._p2p_status(status, "recv", src, t, tag, got_n, got_tag)
-        ob.finish()
+        """Receives the next message from src with this tag. Messages from src that carry
+        other tags and arrive first are set aside for the receives that ask for them (as gloo
+        matches by source and tag, not by arrival order)."""
+        deadline = time.monotonic() + self.timeout
+        with self._src_lock(src):
+            while True:
+                if self._from_stash(t, src, tag):
+                    return
+                ob = out_buffer(t)
+                nbytes = t.numel() * t.element_size()
+                left = max(0.0, deadline - time.monotonic())
+                status, got_n, got_tag = self.g.recv(src, ob.tensor.data_ptr(), nbytes, tag,
+                                                     left)
+                if status == _MISMATCH and got_tag != tag:
+                    self._set_aside(src, got_n, got_tag, deadline)
+                    continue
+                self._p2p_status(status, "recv", src, t, tag, got_n, got_tag)
+                ob.finish()
+                return
 
     def recv_any(self, t: Any, tag: int) -> int:
         """Receives the first message with this tag from any peer; returns the peer's rank."""
@@ -326,16 +348,59 @@ class ShmBackend:
             for src in range(self._size):
                 if src == self._rank:
                     continue
-                waiting, _, got_tag = self.g.peek(src)
-                if waiting and got_tag == tag:
-                    self.recv(t, src, tag)
+                if self._from_stash(t, src, tag):
                     return src
+                lock = self._src_lock(src)
+                if not lock.acquire(blocking=False):
+                    continue  # a recv from src is reading its mailbox; look again later
+                try:
+                    waiting, got_n, got_tag = self.g.peek(src)
+                    if waiting and got_tag == tag:
+                        self.recv(t, src, tag)
+                        return src
+                    if waiting:
+                        self._set_aside(src, got_n, got_tag, deadline)
+                finally:
+                    lock.release()
             if time.monotonic() > deadline:
                 raise DistBackendError(
                     f"recv on rank {self._rank} (any source, tag {tag}, group {self.label}) "
                     f"timed out after {self.timeout:g} s")
             time.sleep(delay)
             delay = min(0.001, delay + 0.00005)
+
+    def _src_lock(self, src: int) -> threading.RLock:
+        with self._stash_lock:
+            return self._src_locks.setdefault(src, threading.RLock())
+
+    def _set_aside(self, src: int, nbytes: int, tag: int, deadline: float) -> None:
+        """Takes the waiting message (src, tag) of nbytes out of the mailbox into the stash."""
+        buf = np.empty(nbytes, dtype=np.uint8)
+        left = max(0.0, deadline - time.monotonic())
+        status, got_n, got_tag = self.g.recv(src, buf.ctypes.data, nbytes, tag, left)
+        if status != _OK:
+            raise DistBackendError(
+                f"recv on rank {self._rank} (peer rank {src}, group {self.label}): setting aside "
+                f"a message with tag {tag} failed (status {status}, {got_n} bytes, tag {got_tag})")
+        with self._stash_lock:
+            self._stash.setdefault((src, tag), collections.deque()).append(buf)
+
+    def _from_stash(self, t: Any, src: int, tag: int) -> bool:
+        """Fills t from a message (src, tag) set aside earlier, if there is one."""
+        with self._stash_lock:
+            queue = self._stash.get((src, tag))
+            if not queue:
+                return False
+            buf = queue[0]
+            nbytes = t.numel() * t.element_size()
+            if buf.size != nbytes:
+                self._p2p_status(_MISMATCH, "recv", src, t, tag, buf.size, tag)
+            queue.popleft()
+        ob = out_buffer(t)
+        if nbytes:
+            ctypes.memmove(ob.tensor.data_ptr(), buf.ctypes.data, nbytes)
+        ob.finish()
+        return True
 
     def _p2p_status(self, status: int, op: str, peer: int, t: Any, tag: int, got_n: int,
                     got_tag: int) -> None:

@@ -16,9 +16,13 @@ from __future__ import annotations
 
 import collections
 import queue
+import sys
 import threading
+import traceback
 from datetime import timedelta
 from typing import Any, Callable
+
+from ember import futures as _futures
 
 __all__ = ["Future", "Work"]
 
@@ -30,8 +34,10 @@ def _lock_timeout(timeout: float | None) -> float:
     return min(max(float(timeout), 0.0), threading.TIMEOUT_MAX)
 
 
-class Future:
-    """The result of an asynchronous operation (torch.futures.Future's core API).
+class Future(_futures.Future):
+    """The result of an asynchronous operation: an ``ember.futures.Future`` (so
+    ``ember.futures.collect_all`` / ``wait_all`` take a collective's future, as torch's do) with
+    a lighter completion path for the collectives' hand-off (see the module doc).
 
     Example::
 
@@ -39,7 +45,7 @@ class Future:
         3
     """
 
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # noqa: D107  (the base's state is replaced, not extended)
         self._mutex = threading.Lock()  # guards _done and _callbacks
         self._gate = threading.Lock()  # held until the result is set; waiters block on it
         self._gate.acquire()
@@ -47,6 +53,7 @@ class Future:
         self._value: Any = None
         self._error: BaseException | None = None
         self._callbacks: list[Callable[[Future], Any]] = []
+        self._devices: list[Any] = []
 
     def done(self) -> bool:
         return self._done
@@ -55,6 +62,9 @@ class Future:
         self._finish(value, None)
 
     def set_exception(self, error: BaseException) -> None:
+        if not isinstance(error, BaseException):
+            raise TypeError(f"Future.set_exception: expected an exception, got "
+                            f"{type(error).__name__} ({error!r})")
         self._finish(None, error)
 
     def _finish(self, value: Any, error: BaseException | None) -> None:
@@ -91,24 +101,62 @@ class Future:
         return self.wait()
 
     def then(self, callback: Callable[[Future], Any]) -> Future:
-        """A future completed with callback(self) once this one completes."""
+        """A future completed with callback(self) once this one completes; an error the
+        callback raises fails it with a RuntimeError naming that error, as in torch."""
+        _futures._check_callable(callback, "then")
         out = Future()
 
         def run(f: Future) -> None:
             try:
-                out.set_result(callback(f))
-            except Exception as e:  # noqa: BLE001  (forwarded to the chained future)
-                out.set_exception(e)
+                value = callback(f)
+            except BaseException as e:  # noqa: BLE001  (forwarded to the chained future)
+                err = RuntimeError("Got the following error when running the callback: "
+                                   f"{type(e).__name__}: {e}")
+                err.__cause__ = e
+                out.set_exception(err)
+                return
+            out.set_result(value)
 
-        self.add_done_callback(run)
+        self._on_completion(run)
         return out
 
     def add_done_callback(self, callback: Callable[[Future], Any]) -> None:
+        """Runs callback(self) at completion (at once when done); an error it raises is
+        reported on stderr and dropped, as in torch."""
+        _futures._check_callable(callback, "add_done_callback")
+
+        def run(f: Future) -> None:
+            try:
+                callback(f)
+            except Exception:  # noqa: BLE001
+                print("Got the following error when running the callback:", file=sys.stderr)
+                traceback.print_exc(file=sys.stderr)
+
+        self._on_completion(run)
+
+    # what ember.futures' collect_all / wait_all use of a future
+    def _on_completion(self, fn: Callable[[Future], Any]) -> None:
         with self._mutex:
             if not self._done:
-                self._callbacks.append(callback)
+                self._callbacks.append(fn)
                 return
-        callback(self)
+        fn(self)
+
+    @property
+    def _state(self) -> int:
+        if not self._done:
+            return _futures._PENDING
+        return _futures._VALUE if self._error is None else _futures._ERROR
+
+    def _drive(self) -> None:
+        return None
+
+    def _block(self, op: str) -> None:
+        self._wait_done(None)
+
+    def __repr__(self) -> str:
+        state = "pending" if not self._done else ("done" if self._error is None else "failed")
+        return f"<ember.distributed.Future object ({state}) at {id(self):#x}>"
 
 
 class Work:

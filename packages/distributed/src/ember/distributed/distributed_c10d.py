@@ -35,6 +35,8 @@ from ._common import (
     CollectiveArgError,
     CollectiveListTypeError,
     DistBackendError,
+    InitArgError,
+    InitRankError,
     ReduceOp,
     check_op_dtype,
     check_tensor,
@@ -442,8 +444,8 @@ def _resolve_backend(requested: str | None, store: Store, rank: int, world_size:
     if name == Backend.SHM:
         return "shm"
     if name not in (Backend.GLOO, Backend.UNDEFINED):
-        raise ValueError(f"init_process_group: unknown backend {requested!r}; expected one of "
-                         "'shm', 'gloo', 'mpi', 'nccl'")
+        raise InitArgError(f"init_process_group: unknown backend {requested!r}; expected one "
+                           "of 'shm', 'gloo', 'mpi', 'nccl'")
     # gloo / default: shm when every rank runs on this machine.
     chosen = _machine_backend(store, rank, world_size, prefix)
     if not chosen:
@@ -541,14 +543,16 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
                                                      timeout_td)
     else:
         if init_method is not None:
-            raise ValueError("init_process_group: pass init_method or store, not both")
+            raise InitArgError("init_process_group: pass init_method or store, not both")
         if rank == -1 or world_size == -1:
-            raise ValueError("init_process_group: with a store, rank and world_size are required")
+            raise InitArgError("init_process_group: with a store, rank and world_size are "
+                               "required")
         if rank < 0 or world_size <= 0:
-            raise ValueError(f"init_process_group: rank must be >= 0 and world_size > 0, got "
-                             f"rank={rank}, world_size={world_size}")
+            raise InitArgError(f"init_process_group: rank must be >= 0 and world_size > 0, got "
+                               f"rank={rank}, world_size={world_size}")
     if not 0 <= rank < world_size:
-        raise ValueError(f"init_process_group: rank {rank} is outside world_size {world_size}")
+        raise InitRankError(f"init_process_group: rank {rank} is outside world_size "
+                            f"{world_size}")
     _state.n_inits += 1
     prefix = f"ember_pg{_state.n_inits}"
     if store is not None:
@@ -583,7 +587,9 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     _state.default, _state.store, _state.owned_store = pg, store, owned
     _state.groups = [pg]
     _state.n_groups = 0
-    _state.requested_backend = Backend(backend) if backend else chosen
+    # torch names a group made without a backend "undefined" (get_backend_config tells what
+    # runs it)
+    _state.requested_backend = Backend(backend) if backend else Backend.UNDEFINED
     _state.rank, _state.world_size = rank, world_size
     GroupMember.WORLD = pg
 
@@ -1404,7 +1410,10 @@ def get_backend_config(group: ProcessGroup | None = None) -> str:
     name = get_backend(pg)
     if pg.is_nccl:
         return f"cuda:{name}"
-    if getattr(pg, "_cuda_factory", None) is not None or name == "undefined":
+    if name == Backend.UNDEFINED:  # the default choice, as torch reports it
+        name = Backend.GLOO
+        return f"cpu:{name},cuda:nccl" if getattr(pg, "_cuda_factory", None) else f"cpu:{name}"
+    if getattr(pg, "_cuda_factory", None) is not None:
         return f"cpu:{name},cuda:nccl"
     return f"cpu:{name}"
 
@@ -1503,6 +1512,12 @@ def _p2p(kind: str, tensor: Any, peer: int | None, group: Any, tag: int, group_p
     if pg is None:
         return None
     name = "send" if kind == "send" else "recv"
+    if isinstance(tensor, ember.Tensor) and not tensor.is_contiguous():
+        # torch's backends move a point-to-point message straight from / into the tensor's
+        # memory and refuse a strided one (the collectives accept it)
+        raise RuntimeError(f"{name}: the tensor has to be contiguous (shape "
+                           f"{tuple(tensor.shape)}, strides {tuple(tensor.stride())}); pass "
+                           ".contiguous() (and copy a received one back)")
     nccl = _nccl(pg, name, tensor)
     if nccl is not None:
         p = None if peer is None and group_peer is None else _root(pg, name, peer, group_peer)
@@ -1580,6 +1595,10 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
                [type(p).__name__ for p in p2p_op_list])
         raise ValueError("batch_isend_irecv: p2p_op_list must be a list of dist.P2POp, got "
                          f"{got}")
+    if not p2p_op_list:
+        # torch reads the first operation's group before anything else (an IndexError)
+        raise IndexError("batch_isend_irecv: p2p_op_list is empty; pass at least one "
+                         "dist.P2POp")
     if p2p_op_list:
         first = p2p_op_list[0]
         pg = _pg(first.group)

@@ -114,6 +114,11 @@ def _dist() -> Any:
     return dist
 
 
+def _group(pg: Any) -> Any:
+    """A joinable's process group, None read as the default group it stands for."""
+    return _dist().distributed_c10d._get_default_group() if pg is None else pg
+
+
 class Join:
     """Context manager for training with uneven inputs over the ranks (see the module doc).
 
@@ -154,10 +159,11 @@ class Join:
         self._set_configs(enable)
         first = joinables[0]
         self._device = first.join_device
-        self._process_group = first.join_process_group
+        self._process_group = _group(first.join_process_group)
         for j in joinables[1:]:
-            if j.join_process_group is not self._process_group:
-                raise ValueError("Join: every joinable must use the same process group")
+            if _group(j.join_process_group) is not self._process_group:
+                raise ValueError("Join: every joinable must use the same process group, got "
+                                 f"{self._process_group} and {j.join_process_group}")
             if str(j.join_device) != str(self._device):
                 raise ValueError(
                     f"Join: every joinable must use the same device, got {self._device} and "

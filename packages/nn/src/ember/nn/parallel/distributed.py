@@ -28,7 +28,7 @@ from __future__ import annotations
 import warnings
 import weakref
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import ember
 from ember.nn.modules.module import Module
@@ -242,7 +242,8 @@ class _Reducer:
 
     @property
     def bucket_indices(self) -> list[list[int]]:
-        """Per bucket, the indices (into ``module.parameters()``) of its parameters."""
+        """Per bucket, the indices (into the parameters DDP synchronizes: ``module.parameters()`` less the
+        ignored ones) of its parameters."""
         return [list(b.param_indices) for b in self.buckets]
 
     # ---- per iteration ---------------------------------------------------------------------
@@ -461,7 +462,7 @@ class _DDPJoinHook:
 
     def main_hook(self) -> None:
         ddp = self.ddp
-        buffers = list(ddp.module.buffers()) if ddp.broadcast_buffers else []
+        buffers = ddp._synced_buffers() if ddp.broadcast_buffers else []
         if ddp.require_forward_param_sync and buffers:
             src = ddp._find_common_rank(False)
             _coalesced_broadcast(buffers, src, ddp.process_group, _BUFFER_BROADCAST_BYTES)
@@ -474,9 +475,9 @@ class _DDPJoinHook:
     def post_hook(self, is_last_joiner: bool) -> None:
         ddp = self.ddp
         src = ddp._find_common_rank(is_last_joiner)
-        tensors = [p.detach() for p in ddp.module.parameters()]
+        tensors = [p.detach() for p in ddp._synced_params()]
         if ddp.broadcast_buffers:
-            tensors += list(ddp.module.buffers())
+            tensors += ddp._synced_buffers()
         _coalesced_broadcast(tensors, src, ddp.process_group, _BUFFER_BROADCAST_BYTES)
 
 
@@ -588,13 +589,21 @@ class DistributedDataParallel(Module):
                 "DistributedDataParallel: the default process group has not been "
                 "initialized; call ember.distributed.init_process_group(...) first"
             )
+        if process_group is None:
+            # the default group itself, as torch keeps it (Join compares the joinables' groups)
+            group = getattr(dist, "group", None)
+            process_group = getattr(group, "WORLD", None)
         if bucket_cap_mb is None:
             bucket_cap_mb = 25
         if not bucket_cap_mb > 0:
             raise ValueError(
                 f"DistributedDataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb}"
             )
-        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        # parameters and buffers DDP leaves alone (_set_params_and_buffers_to_ignore_for_model:
+        # expert-parallel weights that differ per rank, for one)
+        self.parameters_to_ignore = set(getattr(module, "_ddp_params_and_buffers_to_ignore", ()))
+        named = [(n, p) for n, p in module.named_parameters()
+                 if p.requires_grad and n not in self.parameters_to_ignore]
         if not named:
             raise RuntimeError(
                 "DistributedDataParallel is not needed when a module doesn't have any "
@@ -680,7 +689,7 @@ class DistributedDataParallel(Module):
         rank learns of a difference), then a broadcast of rank 0's sizes and strides, which
         each rank compares with its own."""
         dist = _dist()
-        params = list(self.module.parameters())
+        params = self._synced_params()
         meta: list[int] = []
         for p in params:
             meta += list(p.shape) + list(p.stride())
@@ -728,10 +737,37 @@ class DistributedDataParallel(Module):
                 f"DDP expects same model across all ranks, but the sizes or strides of the "
                 f"parameters of rank(s) {differ} differ from those of rank 0")
 
+    def _synced_params(self) -> list[ember.Tensor]:
+        """The module's parameters DDP keeps equal on the ranks (all but the ignored)."""
+        return [p for n, p in self.module.named_parameters() if n not in self.parameters_to_ignore]
+
+    def _synced_buffers(self) -> list[ember.Tensor]:
+        return [b for n, b in self.module.named_buffers() if n not in self.parameters_to_ignore]
+
+    @staticmethod
+    def _set_params_and_buffers_to_ignore_for_model(
+            module: Module, params_and_buffers_to_ignore: Iterable[str]) -> None:
+        """Names (as ``module.named_parameters()`` / ``named_buffers()`` give them) of the
+        parameters and buffers a DDP made of ``module`` later is to leave alone: not
+        broadcast from rank 0, not checked for equality, their gradients not averaged (the
+        experts of expert parallelism, which differ per rank). Call it before wrapping.
+
+        Example::
+
+            >>> DDP._set_params_and_buffers_to_ignore_for_model(model, ["experts.0.weight"])
+            >>> ddp = DDP(model)  # doctest: +SKIP
+        """
+        names = list(params_and_buffers_to_ignore)
+        module._ddp_params_and_buffers_to_ignore = names  # type: ignore[attr-defined]
+        wanted = set(names)
+        for name, t in [*module.named_parameters(), *module.named_buffers()]:
+            if name in wanted:
+                t._ddp_ignored = True  # type: ignore[attr-defined]
+
     def _sync_module_states(self, buffers: bool = True) -> None:
-        tensors = [p.detach() for p in self.module.parameters()]
+        tensors = [p.detach() for p in self._synced_params()]
         if buffers:
-            tensors += list(self.module.buffers())
+            tensors += self._synced_buffers()
         if tensors:
             _coalesced_broadcast(
                 tensors, self._src_rank(), self.process_group, _BUFFER_BROADCAST_BYTES
@@ -759,7 +795,7 @@ class DistributedDataParallel(Module):
             self.reducer.join_count = None
         if self._device is not None:
             inputs, kwargs = _to_device(inputs, self._device), _to_device(kwargs, self._device)
-        buffers = list(self.module.buffers()) if self.broadcast_buffers else []
+        buffers = self._synced_buffers() if self.broadcast_buffers else []
         # As in torch: the buffers are synchronized when the previous forward was a training
         # one (grad enabled, gradients synchronized), so every rank decides the same way. Under
         # Join they come from the highest rank still training (rank 0 may have joined).
