@@ -1,5 +1,6 @@
 """nn compatibility gaps with PyTorch (session 24): ember.compile(module) returns an
-OptimizedModule wrapper as torch.compile does, ..."""
+OptimizedModule wrapper as torch.compile does; pooling refuses empty non-batch dims (zero
+channels) as PyTorch does, variant by variant."""
 
 import copy
 import pickle
@@ -111,3 +112,100 @@ def test_compiled_module_matches_torch():
         got.append((type(c).__name__, list(c.state_dict()), list(dict(c.named_modules())),
                     c.training, m.training, len(c), err))
     assert got[0] == got[1]
+
+
+# ---- pooling of inputs with empty dims ---------------------------------------------------------
+
+F = nn.functional
+
+
+def _pools(nd):
+    return {
+        f"max_pool{nd}d": lambda L, x: L.nn.functional.__dict__[f"max_pool{nd}d"](x, 2),
+        f"max_pool{nd}d_indices": lambda L, x: L.nn.functional.__dict__[f"max_pool{nd}d"](
+            x, 2, return_indices=True)[0],
+        f"avg_pool{nd}d": lambda L, x: L.nn.functional.__dict__[f"avg_pool{nd}d"](x, 2),
+        f"lp_pool{nd}d": lambda L, x: L.nn.functional.__dict__[f"lp_pool{nd}d"](x, 2, 2),
+        f"adaptive_max_pool{nd}d": lambda L, x: L.nn.functional.__dict__[
+            f"adaptive_max_pool{nd}d"](x, 2),
+        f"adaptive_avg_pool{nd}d": lambda L, x: L.nn.functional.__dict__[
+            f"adaptive_avg_pool{nd}d"](x, 2),
+        f"adaptive_max_pool{nd}d_0": lambda L, x: L.nn.functional.__dict__[
+            f"adaptive_max_pool{nd}d"](x, 0),
+        f"adaptive_avg_pool{nd}d_0": lambda L, x: L.nn.functional.__dict__[
+            f"adaptive_avg_pool{nd}d"](x, 0),
+        **({f"fractional_max_pool{nd}d": lambda L, x: L.nn.functional.__dict__[
+            f"fractional_max_pool{nd}d"](x, 2, output_size=2)} if nd > 1 else {}),
+    }
+
+
+# (pool, shape) -> accepted by PyTorch (True) or refused with a RuntimeError (False)
+_ACCEPTED = {
+    "max_pool": {"1,0": False, "0,1": True, "0": False, "0,0": False},
+    "avg_pool": {"1,0": False, "0,1": True, "0": False, "0,0": False},
+    "lp_pool": {"1,0": False, "0,1": True, "0": False, "0,0": False},
+    "adaptive_max_pool": {"1,0": False, "0,1": True, "0": True, "0,0": False},
+    "adaptive_avg_pool": {"1,0": True, "0,1": True, "0": True, "0,0": True},
+    "adaptive_avg_pool3": {"1,0": False, "0,1": True, "0": True, "0,0": False},
+    "fractional_max_pool": {"1,0": False, "0,1": True, "0": True, "0,0": False},
+}
+_SHAPES = {"1,0": (1, 0), "0,1": (0, 1), "0": (0,), "0,0": (0, 0)}
+
+
+def _family(name, nd):
+    base = name.split("_pool")[0] + "_pool"
+    return base + "3" if base == "adaptive_avg_pool" and nd == 3 else base
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_pooling_empty_channels_as_torch(nd):
+    for name, fn in _pools(nd).items():
+        for key, lead in _SHAPES.items():
+            x = ember.ones(*lead, *(4,) * nd)
+            ok = _ACCEPTED[_family(name, nd)][key]
+            if ok:
+                out = fn(ember, x)
+                assert out.shape[:len(lead)] == lead, (name, key)
+            else:
+                with pytest.raises(RuntimeError, match="non-batch dimensions|Expected [0-9]D"):
+                    fn(ember, x)
+            if torch is not None:
+                try:
+                    fn(torch, torch.ones(*lead, *(4,) * nd))
+                    t_ok = True
+                except RuntimeError:
+                    t_ok = False
+                assert t_ok == ok, (name, key)
+
+
+def test_pooling_empty_dims_messages():
+    with pytest.raises(RuntimeError, match=r"max_pool2d: Expected 3D or 4D \(batch mode\) "
+                       r"tensor with optional 0 dim batch size for input, but got:\[1, 0, 4, 4\]"):
+        F.max_pool2d(ember.ones(1, 0, 4, 4), 2)
+    with pytest.raises(RuntimeError, match=r"but got:\[0, 4\]"):
+        F.max_pool1d(ember.ones(0, 4), 2)
+    with pytest.raises(RuntimeError, match=r"avg_pool3d\(\): Expected input's non-batch "
+                       r"dimensions to have positive length, but input has a shape of "
+                       r"\[1, 0, 4, 4, 4\] and non-batch dimension 0 has length zero!"):
+        F.avg_pool3d(ember.ones(1, 0, 4, 4, 4), 2)
+    with pytest.raises(RuntimeError, match=r"adaptive_max_pool1d\(\): Expected input to have "
+                       r"non-zero size for non-batch dimensions, but input has sizes "
+                       r"\[1, 0, 4\] with dimension 1 being empty"):
+        F.adaptive_max_pool1d(ember.ones(1, 0, 4), 2)
+    with pytest.raises(RuntimeError, match=r"adaptive_avg_pool2d\(\).*sizes \[1, 1, 0, 4\] "
+                       r"with dimension 2 being empty"):
+        F.adaptive_avg_pool2d(ember.ones(1, 1, 0, 4), 2)
+    with pytest.raises(RuntimeError, match=r"fractional_max_pool2d\(\): Expected input to have "
+                       r"non-zero size for non-batch dimensions, but got\[1, 0, 4, 4\] with "
+                       r"dimension 1 being empty."):
+        F.fractional_max_pool2d(ember.ones(1, 0, 4, 4), 2, output_size=2)
+    # the top-level ops and modules refuse too
+    with pytest.raises(RuntimeError, match="Expected 3D or 4D"):
+        ember.max_pool2d(ember.ones(1, 0, 4, 4), 2)
+    with pytest.raises(RuntimeError, match="non-batch dimensions"):
+        nn.AdaptiveMaxPool2d(2)(ember.ones(2, 0, 4, 4))
+    # values of accepted empty inputs
+    out = F.adaptive_avg_pool2d(ember.ones(2, 0, 4, 4), 2)
+    assert out.shape == (2, 0, 2, 2)
+    out, idx = F.max_pool2d(ember.ones(0, 3, 4, 4), 2, return_indices=True)
+    assert out.shape == idx.shape == (0, 3, 2, 2)
