@@ -72,6 +72,18 @@ def test_pickle_like_torch_no_sharing_between_pickled_tensors():
     assert a is c  # one object stays one object
 
 
+def test_small_slice_sent_between_processes_carries_only_its_elements():
+    from ember.multiprocessing_reductions import _reduce_tensor_mp
+
+    big = ember.arange(100000.0)
+    fn, args = _reduce_tensor_mp(big[10:20:2])
+    assert len(args[0]) == 5 * 4  # not the 400000-byte storage
+    assert fn(*args).tolist() == [10.0, 12.0, 14.0, 16.0, 18.0]
+    fn, args = big[10:20:2].__reduce_ex__(2)  # plain pickle: the whole storage, as PyTorch
+    r = fn(*args)
+    assert r.untyped_storage().nbytes() == 400000 and r.storage_offset() == 10
+
+
 def test_unpickle_refuses_view_past_storage():
     from ember.multiprocessing_reductions import rebuild_tensor_strided
 

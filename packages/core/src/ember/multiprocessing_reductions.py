@@ -234,14 +234,15 @@ def _is_compact(t: Tensor, nbytes: int) -> bool:
     return True
 
 
-def _reduce_tensor(t: Tensor, protocol: int = 2) -> tuple:
-    """By value: what ``pickle.dumps(tensor)`` stores."""
+def _reduce_tensor(t: Tensor, protocol: int = 2, whole_storage: bool = True) -> tuple:
+    """By value: what ``pickle.dumps(tensor)`` stores. ``whole_storage=False`` (a small tensor
+    sent to another process) sends only its elements, in row-major order."""
     requires_grad = bool(getattr(t, "requires_grad", False))
     if t.device.type == "meta":  # as torch: pickled by its shape (copying data out would fail)
         return (rebuild_meta_tensor, (_dtype_name(t), tuple(t.shape), tuple(t.stride()),
                                       requires_grad))
     nbytes = t._storage_nbytes()
-    if not _is_compact(t, nbytes) and nbytes % t.itemsize == 0:
+    if whole_storage and not _is_compact(t, nbytes) and nbytes % t.itemsize == 0:
         # a view: its whole storage and its geometry, as PyTorch pickles it
         from ember.serialization import _storage_bytes_view
 
@@ -304,8 +305,8 @@ def _reduce_tensor_mp(t: Tensor) -> tuple:
         handle = _C._shm_handle(t, True)
     else:
         nbytes = t.numel() * t.dtype.itemsize
-        if nbytes < MP_SHARE_MIN_BYTES:
-            return _reduce_tensor(t)
+        if nbytes < MP_SHARE_MIN_BYTES:  # (a small slice must not carry a big storage)
+            return _reduce_tensor(t, whole_storage=False)
         policy = POOLED if nbytes <= MP_POOL_MAX_BYTES else HANDOFF
         shared = _C._empty_shared(list(t.shape), t.dtype, policy)
         shared.copy_(t)
