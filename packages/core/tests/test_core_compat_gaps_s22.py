@@ -305,8 +305,9 @@ def test_unsafe_split_outputs_are_writable_with_correct_gradients():
     a, b = ember.unsafe_split(y, 2)
     a.mul_(3)
     (y * y).sum().backward()
-    # y = [3x0, 3x1, x2, x3]: d/dx sum(y^2) = [18x0, 18x1, 2x2, 2x3]
-    assert x.grad.tolist() == [18.0, 36.0, 6.0, 8.0]
+    # as PyTorch: the outputs are not views of y, so the write changes y's values, not its
+    # recorded history: d/dx sum(y^2) = 2 y with y = [3x0, 3x1, x2, x3] (session 24)
+    assert x.grad.tolist() == [6.0, 12.0, 6.0, 8.0]
     c = ember.unsafe_chunk(ember.arange(5.0), 2)
     assert [t.tolist() for t in c] == [[0.0, 1.0, 2.0], [3.0, 4.0]]
     p = ember.unsafe_split_with_sizes(ember.arange(5.0), [1, 4])

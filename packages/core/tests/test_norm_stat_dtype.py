@@ -118,7 +118,9 @@ def test_batch_norm_stats_match_torch(dtype, case):
         _same(erm, trm, 2e-2)
         _same(erv, trv, 2e-2)
     eg, tg = _pair(rng.standard_normal((4, 3, 5)).astype(np.float32), dtype)
-    egi = ember.native_batch_norm_backward(eg, ex, ew, eo[1], eo[2], training, True, False, False)
+    # eval mode saves no statistics (as torch): ember's backward takes the running ones there
+    sm, si = (eo[1], eo[2]) if training else (erm, (erv.float() + 1e-5).rsqrt())
+    egi = ember.native_batch_norm_backward(eg, ex, ew, sm, si, training, True, False, False)
     tgi = torch.ops.aten.native_batch_norm_backward(
         tg, tx, tw, trm, trv, to[1], to[2], training, 1e-5, [True, False, False]
     )[0]

@@ -424,8 +424,10 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input, int64_
   const int64_t cg = s.c / s.g;
   const RowGeom geo{s.n * s.g, cg * s.hw, std::max<int64_t>(s.hw, 1), s.g, cg};
   launch_row_forward(op, x, w, b, out, mean, rstd, geo, eps, true);
-  // Group norm saves its statistics in the input's dtype (as torch does on CPU).
-  return {out, nnk::contig(mean, x->dtype(), op), nnk::contig(rstd, x->dtype(), op)};
+  // Group norm saves its statistics in the input's dtype (as torch does on CPU), float32 for a
+  // float16 / bfloat16 input with a float32 parameter.
+  const ScalarType stat_dt = nn::norm_stat_dtype(input, {&weight, &bias});
+  return {out, nnk::contig(mean, stat_dt, op), nnk::contig(rstd, stat_dt, op)};
 }
 
 std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(

@@ -1,5 +1,7 @@
 #include "kernels/pool_rules.h"
 
+#include <string>
+
 namespace ember {
 namespace nn {
 namespace {
@@ -98,6 +100,14 @@ PoolDims fractional_pool_dims(const char* op, const DimVector& sizes, const DimV
   const int64_t nd = static_cast<int64_t>(sizes.size());
   EMBER_CHECK(nd == k + 1 || nd == k + 2, op, ": expected a ", k + 1, "-d (C, *spatial) or ", k + 2,
               "-d (N, C, *spatial) input, got shape ", shape_str(sizes));
+  for (int64_t d = 1; d < nd; ++d) {  // as PyTorch: an unbatched input may have 0 channels
+    if (sizes[d] != 0) continue;
+    std::string listed = "[";  // PyTorch's "[1, 0, 4, 4]"
+    for (int64_t i = 0; i < nd; ++i) listed += (i ? ", " : "") + std::to_string(sizes[i]);
+    EMBER_FAIL(Runtime, "fractional_max_pool", k,
+               "d(): Expected input to have non-zero size for non-batch dimensions, but got",
+               listed, "] with dimension ", d, " being empty.");
+  }
   PoolDims p = input_dims(op, sizes, k);
   const int64_t batch = nd == k + 2 ? sizes[0] : 1;
   const int64_t channels = sizes[nd - k - 1];

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "core/dispatch.h"
 #include "kernels/norm_rules.h"
@@ -142,17 +143,50 @@ Tensor conv_transpose_nd(const char* op, int64_t k, const Tensor& input, const T
   return unbatch(r, batched);
 }
 
-void check_pool_input(const char* op, const Tensor& self, int64_t k) {
-  EMBER_CHECK(self->dim() == k + 1 || self->dim() == k + 2, op, ": expected a ", k + 1,
-              "-D (unbatched) or ", k + 2, "-D (batched) input, got input of shape ",
-              shape_str(self->sizes()));
+// Which dims of a pooling input must be non-empty, as PyTorch checks them per op: every dim but
+// the batch (fixed-window pools: an unbatched input's channel dim too), every dim but the first
+// (adaptive max pools and adaptive_avg_pool3d: an unbatched input may have 0 channels), or the
+// spatial dims only (adaptive_avg_pool1d/2d).
+enum class PoolEmpty { kFixed, kFixed3d, kAllButFirst, kSpatial };
+
+std::string torch_shape(const DimVector& sizes) {  // PyTorch's "[1, 0, 4]"
+  std::string r = "[";
+  for (int64_t i = 0; i < sizes.size(); ++i) r += (i ? ", " : "") + std::to_string(sizes[i]);
+  return r + "]";
+}
+
+void check_pool_input(const char* op, const Tensor& self, int64_t k, PoolEmpty rule) {
+  const int64_t nd = self->dim();
+  EMBER_CHECK(nd == k + 1 || nd == k + 2, op, ": expected a ", k + 1, "-D (unbatched) or ", k + 2,
+              "-D (batched) input, got input of shape ", shape_str(self->sizes()));
+  const DimVector& sz = self->sizes();
+  const int64_t first = rule == PoolEmpty::kSpatial       ? nd - k
+                        : rule == PoolEmpty::kAllButFirst ? 1
+                                                          : (nd == k + 2 ? 1 : 0);
+  for (int64_t d = first; d < nd; ++d) {
+    if (sz[d] != 0) continue;
+    if (rule == PoolEmpty::kFixed)
+      EMBER_FAIL(Runtime, op, ": Expected ", k + 1, "D or ", k + 2,
+                 "D (batch mode) tensor with optional 0 dim batch size for input, but got:",
+                 torch_shape(sz));
+    if (rule == PoolEmpty::kFixed3d)
+      EMBER_FAIL(Runtime, op,
+                 "(): Expected input's non-batch dimensions to have positive length, but input "
+                 "has a shape of ",
+                 torch_shape(sz), " and non-batch dimension ", d - (nd - k - 1),
+                 " has length zero!");
+    EMBER_FAIL(Runtime, op,
+               "(): Expected input to have non-zero size for non-batch dimensions, but input has "
+               "sizes ",
+               torch_shape(sz), " with dimension ", d, " being empty");
+  }
 }
 
 std::tuple<Tensor, Tensor> max_pool_nd(const char* op, int64_t k, const Tensor& self,
                                        const DimVector& kernel_size, const DimVector& stride,
                                        const DimVector& padding, const DimVector& dilation,
                                        bool ceil_mode) {
-  check_pool_input(op, self, k);
+  check_pool_input(op, self, k, k == 3 ? PoolEmpty::kFixed3d : PoolEmpty::kFixed);
   DimVector ks = expand_k(kernel_size, k, "kernel_size", op);
   DimVector st = stride.empty() ? ks : expand_k(stride, k, "stride", op);
   return ops::_max_pool(self, ks, st, expand_k(padding, k, "padding", op),
@@ -162,7 +196,7 @@ std::tuple<Tensor, Tensor> max_pool_nd(const char* op, int64_t k, const Tensor& 
 Tensor avg_pool_nd(const char* op, int64_t k, const Tensor& self, const DimVector& kernel_size,
                    const DimVector& stride, const DimVector& padding, bool ceil_mode,
                    bool count_include_pad, std::optional<int64_t> divisor_override) {
-  check_pool_input(op, self, k);
+  check_pool_input(op, self, k, k == 3 ? PoolEmpty::kFixed3d : PoolEmpty::kFixed);
   DimVector ks = expand_k(kernel_size, k, "kernel_size", op);
   return ops::_avg_pool(self, ks, stride.empty() ? ks : expand_k(stride, k, "stride", op),
                         expand_k(padding, k, "padding", op), ceil_mode, count_include_pad,
@@ -171,13 +205,13 @@ Tensor avg_pool_nd(const char* op, int64_t k, const Tensor& self, const DimVecto
 
 std::tuple<Tensor, Tensor> adaptive_max_pool_nd(const char* op, int64_t k, const Tensor& self,
                                                 const DimVector& output_size) {
-  check_pool_input(op, self, k);
+  check_pool_input(op, self, k, PoolEmpty::kAllButFirst);
   return ops::_adaptive_max_pool(self, expand_k(output_size, k, "output_size", op));
 }
 
 Tensor adaptive_avg_pool_nd(const char* op, int64_t k, const Tensor& self,
                             const DimVector& output_size) {
-  check_pool_input(op, self, k);
+  check_pool_input(op, self, k, k == 3 ? PoolEmpty::kAllButFirst : PoolEmpty::kSpatial);
   return ops::_adaptive_avg_pool(self, expand_k(output_size, k, "output_size", op));
 }
 

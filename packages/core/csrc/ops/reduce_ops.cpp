@@ -57,8 +57,9 @@ Tensor nuclear_norm(const Tensor& self, const std::optional<DimVector>& dim, boo
   if (lo > hi) std::swap(lo, hi);
   Tensor x = dtype ? ops::_to_dtype(self, *dtype, false) : self;
   Tensor m = ops::movedim(x, DimVector{lo, hi}, DimVector{-2, -1});
-  // PyTorch's SVD refuses NaN (a LinAlgError, which is a RuntimeError) rather than answer NaN
+  // PyTorch's SVD refuses NaN (a LinAlgError) rather than answer NaN (an infinity gives NaN)
   Tensor has_nan = host_values(ops::any(ops::isnan(m, Tensor()), std::nullopt, false), "norm");
+  // (ember.norm turns this message into ember.linalg.LinAlgError: see _compat_ops.py)
   EMBER_CHECK(has_nan->data()[0] == 0,  // one bool byte
               "linalg.svd: The algorithm failed to converge because the input matrix contained "
               "non-finite values.");

@@ -38,6 +38,11 @@ from ember._memory_format import (  # noqa: F401  (memory_format= of contiguous,
     channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format,
 )
 from ember._storage import TypedStorage  # noqa: F401  (resize_, set_, storage())
+from ember._storage import (  # noqa: F401  (PyTorch's legacy per-dtype storage classes)
+    BFloat16Storage, BoolStorage, ByteStorage, CharStorage, ComplexDoubleStorage,
+    ComplexFloatStorage, DoubleStorage, FloatStorage, HalfStorage, IntStorage, LongStorage,
+    ShortStorage,
+)
 from ember import cuda  # noqa: F401
 from ember.random import manual_seed  # noqa: F401  (seeds the CUDA generators too)
 from ember import autograd  # noqa: F401

@@ -8,10 +8,11 @@ small ones. Each is installed on ``ember`` and, where PyTorch has one, as a Tens
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import numbers
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ember import _C
 from ember._argcheck import method_args
@@ -2057,16 +2058,69 @@ def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
     return _C.cat([nz, pad], 0)
 
 
-def _unsafe_pieces(input: Tensor, pieces: Sequence[Tensor], dim: int) -> tuple:
-    """The pieces of a split as single narrow views: PyTorch's unsafe_* variants do not make
-    multi-output views, so their outputs may be written in place under autograd."""
+def _alias_narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """x.narrow(dim, start, length) as a plain tensor over x's storage: no view of x (no _base),
+    as the outputs of PyTorch's unsafe_* splits."""
+    v = x.narrow(dim, start, length)
+    return _C.empty(0, dtype=x.dtype, device=x.device).set_(
+        v.untyped_storage(), v.storage_offset(), v.shape, v.stride())
+
+
+class _UnsafeSplit(_Function):
+    """Gives the pieces of a split (tensors over the input's storage that are not views of it)
+    one node, torch's UnsafeSplitBackward0: they may be written in place under autograd, and
+    under no_grad (or of an input without grad) they carry no history. The pieces come in as
+    arguments and are marked dirty: outputs aliasing an input would be refused in-place writes."""
+
+    _node_name = "UnsafeSplitBackward0"
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, dim: int, *pieces: Tensor) -> tuple:
+        ctx.sizes = [p.shape[dim] for p in pieces]
+        ctx.dim, ctx.meta = dim, (tuple(x.shape), x.dtype, x.device)
+        ctx.mark_dirty(*pieces)
+        return pieces
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Tensor | None) -> tuple:
+        shape, dt, dev = ctx.meta
+        parts = []
+        for g, n in zip(grads, ctx.sizes):
+            if g is None:  # an unused piece: zeros of its shape
+                piece = list(shape)
+                piece[ctx.dim] = n
+                g = _C.zeros(piece, dtype=dt, device=dev)
+            parts.append(g)
+        return (_C.cat(parts, ctx.dim), None) + (None,) * len(parts)
+
+
+class _UnsafeSplitWithSizes(_UnsafeSplit):
+    _node_name = "UnsafeSplitWithSizesBackward0"
+
+
+def _unsafe_pieces(input: Tensor, pieces: Sequence[Tensor], dim: int,
+                   with_sizes: bool = False) -> tuple:
+    """The pieces of a split as tensors over the input's storage that are not views: PyTorch's
+    unsafe_* variants do not make (multi-output) views, so their outputs may be written in place
+    under autograd."""
     d = dim + input.dim() if dim < 0 else dim
-    out, start = [], 0
+    level = _C._current_dual_level()
+    if level >= 0 and _C._unpack_dual(input, level)[1] is not None:
+        # forward-mode AD: plain narrow views carry the tangent pieces
+        start, views = 0, []
+        for p in pieces:
+            views.append(input.narrow(d, start, p.shape[d]))
+            start += p.shape[d]
+        return tuple(views)
+    x, out, start = input.detach(), [], 0
     for p in pieces:
-        n = p.shape[d] if p.dim() else 1
-        out.append(input.narrow(d, start, n))
+        n = p.shape[d]
+        out.append(_alias_narrow(x, d, start, n))
         start += n
-    return tuple(out)
+    if not (input.requires_grad and _C.is_grad_enabled()):
+        return tuple(out)
+    fn = _UnsafeSplitWithSizes if with_sizes else _UnsafeSplit
+    return tuple(fn.apply(input, d, *out))
 
 
 def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
@@ -2091,7 +2145,7 @@ def unsafe_split(input: Tensor, split_size: Any, dim: int = 0) -> tuple:
 
 def unsafe_split_with_sizes(input: Tensor, split_sizes: Sequence[int], dim: int = 0) -> tuple:
     """``split`` with a list of sizes whose outputs may be modified in place under autograd."""
-    return _unsafe_pieces(input, input.detach().split(list(split_sizes), dim), dim)
+    return _unsafe_pieces(input, input.detach().split(list(split_sizes), dim), dim, True)
 
 
 _C_NATIVE_GROUP_NORM = _C.native_group_norm
@@ -2143,6 +2197,67 @@ def native_group_norm(input: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor,
     out, mean, rstd = _C_NATIVE_GROUP_NORM(input.reshape(n, c, hw), int(bound["group"]),
                                            bound["weight"], bound["bias"], float(bound["eps"]))
     return out.reshape(input.shape), mean, rstd
+
+
+_C_NATIVE_BATCH_NORM = _C.native_batch_norm
+
+
+def native_batch_norm(input: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor, Tensor]:
+    """Batch norm returning ``(output, save_mean, save_invstd)``, as
+    ``torch.native_batch_norm(input, weight, bias, running_mean, running_var, training,
+    momentum, eps)``: in eval mode (``training=False``) the saved statistics are empty, as in
+    PyTorch (backward there uses the running statistics).
+
+    >>> import ember
+    >>> x = ember.ones(2, 3)
+    >>> out, m, r = ember.native_batch_norm(x, None, None, ember.zeros(3), ember.ones(3),
+    ...                                     False, 0.1, 1e-5)
+    >>> m.shape, r.shape
+    (ember.Size([0]), ember.Size([0]))
+    """
+    out, mean, invstd = _C_NATIVE_BATCH_NORM(input, *args, **kwargs)
+    training = kwargs["training"] if "training" in kwargs else (args[4] if len(args) > 4 else None)
+    if training is False:
+        mean, invstd = mean.new_empty(0), invstd.new_empty(0)
+    return out, mean, invstd
+
+
+def _keyword_only_generator(method: Callable, name: str, first: str) -> Callable:
+    """method (random_, bernoulli), refusing a generator (or None) given as its only positional
+    argument, as PyTorch: there the generator is keyword-only (the binding cannot say so for a
+    method whose arguments all are keyword-only)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and (args[0] is None or isinstance(args[0], _C.Generator)):
+            raise TypeError(f"{name}() received an invalid combination of arguments - got "
+                            f"({type(args[0]).__name__}): the first positional argument is "
+                            f"'{first}'; pass the generator as generator=...")
+        return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+# the message of an SVD of a matrix with NaN, which PyTorch raises as a LinAlgError
+_SVD_NAN = "linalg.svd: The algorithm failed to converge because the input matrix contained"
+
+
+def _raising_linalg_error(fn: Callable) -> Callable:
+    """fn, raising ember.linalg.LinAlgError (a RuntimeError) where its C++ core reports a failed
+    SVD: norm(p='nuc') of a matrix with NaN, as ``torch.norm``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RuntimeError as e:
+            if type(e) is RuntimeError and str(e).startswith(_SVD_NAN):
+                from ember.linalg import LinAlgError
+
+                raise LinAlgError(str(e)) from None
+            raise
+
+    return wrapper
 
 
 def _write_out(result: Tensor, out: Any, op: str) -> Tensor:
@@ -2431,6 +2546,13 @@ def install(namespace: dict) -> None:
     if not hasattr(namespace.get("where"), "__wrapped__"):
         namespace["where"] = _where_with_condition_only(namespace["where"])
     namespace["native_group_norm"] = native_group_norm  # PyTorch's signature too
+    namespace["native_batch_norm"] = native_batch_norm  # empty saved statistics in eval mode
+    if not hasattr(Tensor.random_, "__wrapped__"):
+        Tensor.random_ = _keyword_only_generator(Tensor.random_, "random_", "to")
+        Tensor.bernoulli = _keyword_only_generator(Tensor.bernoulli, "bernoulli", "p")
+    if not hasattr(namespace["norm"], "__wrapped__"):
+        namespace["norm"] = _raising_linalg_error(namespace["norm"])
+        Tensor.norm = _raising_linalg_error(Tensor.norm)
     for name in _METHODS:
         if not hasattr(Tensor, name):
             setattr(Tensor, name, guard(_FUNCTIONS[name], name))

@@ -1,17 +1,20 @@
 """``ember.compile``: PyTorch's ``torch.compile`` entry point. ember runs eagerly (its kernels
-are already compiled C++), so ``compile`` returns the model or function unchanged and says so
-once per process; scripts with ``compile=True`` run as they are.
+are already compiled C++), so ``compile`` returns a function unchanged, and a module wrapped as
+PyTorch wraps it (an ``OptimizedModule`` whose ``_orig_mod`` is the model: its state_dict keys
+get the ``_orig_mod.`` prefix), and says so once per process; scripts with ``compile=True`` run
+as they are.
 
 >>> import warnings, ember
 >>> model = ember.nn.Linear(2, 2)
 >>> with warnings.catch_warnings():
 ...     warnings.simplefilter("ignore")
-...     ember.compile(model) is model
+...     ember.compile(model)._orig_mod is model
 True
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
 from typing import Any, Callable
@@ -39,8 +42,9 @@ _MODES = ("default", "lite", "reduce-overhead", "max-autotune-no-cudagraphs", "m
 def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: bool | None = None,
             backend: str | Callable = "inductor", mode: str | None = None,
             options: dict[str, Any] | None = None, disable: bool = False) -> Any:
-    """Returns ``model`` unchanged (or, called without a model, a decorator that does), with a
-    one-time note. The keyword arguments are accepted and checked for type only.
+    """Returns a function unchanged and a module wrapped in an ``OptimizedModule`` (or, called
+    without a model, a decorator that does), with a one-time note. ``disable=True`` returns the
+    model itself. The keyword arguments are accepted and checked for type only.
 
     >>> import warnings, ember
     >>> with warnings.catch_warnings():
@@ -64,6 +68,12 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
     if not callable(model):
         raise RuntimeError(f"ember.compile: expected a callable model or function, got "
                            f"{type(model).__name__}")
-    if not disable:
-        _note_once()
+    if disable:
+        return model
+    _note_once()
+    nn = sys.modules.get("ember.nn")  # a module instance means ember.nn is imported
+    if nn is not None and isinstance(model, nn.Module):
+        from ember.nn.modules._optimized import OptimizedModule
+
+        return OptimizedModule(model)
     return model

@@ -630,9 +630,8 @@ class TypedStorage:
     def from_file(cls, filename: str, shared: bool = False, size: int = 0, *,
                   dtype: dtype | None = None) -> TypedStorage:
         """A CPU storage of ``size`` elements of ``dtype`` memory-mapped from ``filename`` (see
-        ``UntypedStorage.from_file`` for ``shared``). PyTorch calls it on its legacy per-dtype
-        classes (``FloatStorage.from_file``), which ember does not have: here ``dtype`` must be
-        given.
+        ``UntypedStorage.from_file`` for ``shared``). On ``TypedStorage`` itself ``dtype`` must be
+        given; the legacy per-dtype classes (``ember.FloatStorage.from_file``) supply it.
 
         >>> import ember, os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "floats")
@@ -640,8 +639,8 @@ class TypedStorage:
         [0.0, 0.0]
         """
         if dtype is None:
-            raise RuntimeError("from_file can only be called on derived classes (ember has none: "
-                               "pass dtype=, or use UntypedStorage.from_file)")
+            raise RuntimeError("from_file can only be called on derived classes (FloatStorage, "
+                               "...): pass dtype=, or use UntypedStorage.from_file")
         if not isinstance(dtype, _C.dtype):
             raise TypeError(f"from_file(): dtype must be an ember.dtype, got "
                             f"{type(dtype).__name__}")
@@ -673,6 +672,108 @@ class TypedStorage:
 
 
 _add_dtype_methods(TypedStorage, TypedStorage._to_dtype)
+
+
+class _LegacyStorageMeta(type):
+    """The metaclass of ``FloatStorage`` and its kin: as in PyTorch, a CPU ``TypedStorage`` of
+    the class's dtype is an instance of the class (they construct plain TypedStorages)."""
+
+    dtype: dtype
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        if type(instance) is TypedStorage:
+            return instance.dtype == cls.dtype and instance.device.type == "cpu"
+        return super().__instancecheck__(instance)
+
+
+class _LegacyStorage(TypedStorage, metaclass=_LegacyStorageMeta):
+    """Base of PyTorch's legacy per-dtype storage classes (``ember.FloatStorage``, ...): each
+    builds a CPU ``TypedStorage`` of its fixed dtype, from (), (int size), (Sequence data) or
+    (wrap_storage=UntypedStorage).
+
+    >>> import ember
+    >>> s = ember.FloatStorage([1, 2])
+    >>> s.tolist(), s.dtype, isinstance(s, ember.FloatStorage), type(s).__name__
+    ([1.0, 2.0], ember.float32, True, 'TypedStorage')
+    """
+
+    def __new__(cls, *args: Any, wrap_storage: UntypedStorage | None = None,
+                **kwargs: Any) -> TypedStorage:  # type: ignore[misc]
+        if cls is _LegacyStorage:
+            raise RuntimeError("Only child classes of _LegacyStorage can be instantiated")
+        usage = (f"{cls.__name__}() received an invalid combination of arguments: expected one "
+                 "of (), (int size), (Sequence data) or (*, UntypedStorage wrap_storage)")
+        if kwargs:
+            raise RuntimeError(f"{usage}; got the keyword arguments {', '.join(sorted(kwargs))}")
+        if wrap_storage is not None:
+            if args:
+                raise RuntimeError(f"{usage}; got positional arguments with wrap_storage")
+            if not isinstance(wrap_storage, UntypedStorage):
+                raise TypeError(f"{cls.__name__}(): wrap_storage must be an UntypedStorage, got "
+                                f"{type(wrap_storage).__name__}")
+            return TypedStorage(wrap_storage=wrap_storage, dtype=cls.dtype)
+        if len(args) > 1:
+            raise RuntimeError(f"{usage}; got {len(args)} positional arguments")
+        if args:
+            a = args[0]
+            if isinstance(a, (str, bytes, Tensor)) or not (
+                    (isinstance(a, int) and not isinstance(a, bool)) or hasattr(a, "__len__")):
+                raise TypeError(f"{cls.__name__}(): invalid data type '{type(a).__name__}' "
+                                "(expected an int size or a sequence of numbers)")
+            if isinstance(a, int) and a < 0:
+                raise RuntimeError(f"{cls.__name__}(): size must be non-negative, got {a}")
+        return TypedStorage(*args, dtype=cls.dtype)
+
+    @classmethod
+    def from_buffer(cls, buffer: Any, byte_order: str | None = None, count: int = -1,
+                    offset: int = 0, *, dtype: dtype | None = None,
+                    device: Any = None) -> TypedStorage:
+        """``TypedStorage.from_buffer`` with the class's dtype."""
+        return TypedStorage.from_buffer(buffer, byte_order, count, offset, dtype=cls.dtype,
+                                        device=device)
+
+    @classmethod
+    def from_file(cls, filename: str, shared: bool = False, size: int = 0, *,
+                  dtype: dtype | None = None) -> TypedStorage:
+        """``TypedStorage.from_file`` with the class's dtype."""
+        return TypedStorage.from_file(filename, shared, size, dtype=cls.dtype)
+
+
+def _legacy_class(name: str, dt: dtype) -> type:
+    cls = _LegacyStorageMeta(name, (_LegacyStorage,), {
+        "dtype": dt, "__module__": "ember",
+        "__doc__": f"The legacy storage class of {dt}: ``{name}(size)`` or ``{name}(data)`` "
+                   "builds a CPU TypedStorage of that dtype."})
+    return cls
+
+
+FloatStorage = _legacy_class("FloatStorage", _C.float32)
+DoubleStorage = _legacy_class("DoubleStorage", _C.float64)
+HalfStorage = _legacy_class("HalfStorage", _C.float16)
+BFloat16Storage = _legacy_class("BFloat16Storage", _C.bfloat16)
+LongStorage = _legacy_class("LongStorage", _C.int64)
+IntStorage = _legacy_class("IntStorage", _C.int32)
+ShortStorage = _legacy_class("ShortStorage", _C.int16)
+CharStorage = _legacy_class("CharStorage", _C.int8)
+ByteStorage = _legacy_class("ByteStorage", _C.uint8)
+BoolStorage = _legacy_class("BoolStorage", _C.bool)
+ComplexFloatStorage = _legacy_class("ComplexFloatStorage", _C.complex64)
+ComplexDoubleStorage = _legacy_class("ComplexDoubleStorage", _C.complex128)
+_LEGACY_CLASSES = {c.dtype: c for c in (
+    FloatStorage, DoubleStorage, HalfStorage, BFloat16Storage, LongStorage, IntStorage,
+    ShortStorage, CharStorage, ByteStorage, BoolStorage, ComplexFloatStorage,
+    ComplexDoubleStorage)}
+
+
+def _storage_type(self: Tensor) -> type | None:
+    """The legacy storage class of self's dtype (``ember.FloatStorage`` for float32), None for
+    a dtype without one (uint16, float8, ...), as ``torch.Tensor.storage_type``.
+
+    >>> import ember
+    >>> ember.arange(3).storage_type()
+    <class 'ember.LongStorage'>
+    """
+    return _LEGACY_CLASSES.get(self.dtype)
 
 
 def _legacy_storage_name(dt: dtype) -> str:
@@ -815,5 +916,6 @@ Tensor.resize_ = _resize_  # type: ignore[attr-defined]
 Tensor.resize_as_ = _resize_as_  # type: ignore[attr-defined]
 Tensor.set_ = _set_  # type: ignore[attr-defined]
 Tensor.storage = _typed_storage  # type: ignore[attr-defined]
+Tensor.storage_type = _storage_type  # type: ignore[attr-defined]
 Tensor._typed_storage = _typed_storage  # type: ignore[attr-defined]
 Tensor.is_set_to = _is_set_to  # type: ignore[attr-defined]

@@ -328,6 +328,16 @@ _NOT_SAME_TYPE = (
     "type.")
 
 
+def _copy_over_storage(t: Tensor, memo: dict) -> Tensor:
+    """A tensor with t's geometry over a deep copy of t's storage: the storage is copied once per
+    deepcopy (memo), so views of one tensor copied together stay views of one new storage."""
+    if t.device.type == "meta":
+        return _C.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+    storage = copy.deepcopy(t.untyped_storage(), memo)
+    return _C.empty(0, dtype=t.dtype, device=t.device).set_(storage, t.storage_offset(), t.shape,
+                                                           t.stride())
+
+
 def _deepcopy(self: Tensor, memo: dict) -> Tensor:
     """``copy.deepcopy``: as in PyTorch, graph leaves only. A plain tensor copies its values and
     its ``grad``; a subclass instance gets its new tensor from ``new_empty()`` (``clone()`` for
@@ -336,8 +346,9 @@ def _deepcopy(self: Tensor, memo: dict) -> Tensor:
     if type(self) is Tensor:
         if not self.is_leaf:
             raise RuntimeError(_NOT_LEAF)
-        func, args = _reduce_ex_binding(self, 4)
-        memo[id(self)] = new = func(*args)
+        memo[id(self)] = new = _copy_over_storage(self, memo)
+        if self.requires_grad:
+            new.requires_grad_()
         if self.grad is not None:  # as in PyTorch, the copy's grad is a copy (memo-shared)
             new.grad = copy.deepcopy(self.grad, memo)
         if self.__dict__:
@@ -365,8 +376,9 @@ def _deepcopy(self: Tensor, memo: dict) -> Tensor:
                 raise RuntimeError(_NOT_SAME_TYPE.format(kind="non-wrapper", fn="new_empty",
                                                          what="that function"))
             with _C.DisableTorchFunctionSubclass():
-                data = Tensor.clone(self)
-                new.set_(data.untyped_storage(), data.storage_offset(), data.shape, data.stride())
+                storage = copy.deepcopy(Tensor.untyped_storage(self), memo)
+                new.set_(storage, Tensor.storage_offset(self), Tensor.size(self),
+                         Tensor.stride(self))
         if self.requires_grad:
             new.requires_grad_()
         if self.grad is not None:

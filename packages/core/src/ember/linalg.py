@@ -751,7 +751,7 @@ def svdvals(A: Tensor, *, driver: str | None = None, out: Tensor | None = None) 
                            "CUDA inputs with cuSOLVER backend.")
     # the derivative needs the singular vectors
     _, S, _, info = _C._linalg_svd(A, False, _grad_needed(A))
-    _raise_svd(info, "linalg.svdvals")
+    _raise_svd(info)  # PyTorch names linalg.svd in the message of svdvals too
     return _out(S, out, "linalg.svdvals")
 
 

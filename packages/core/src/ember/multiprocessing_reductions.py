@@ -1,6 +1,10 @@
 """Pickling of tensors.
 
-* Plain ``pickle`` (``Tensor.__reduce_ex__``) stores a tensor by value: its dtype, shape and bytes.
+* Plain ``pickle`` (``Tensor.__reduce_ex__``) stores a tensor by value, as PyTorch does: the bytes of
+  its whole storage with its dtype, shape, strides and storage offset, so a view comes back as the
+  same view of a copy of its storage. As in PyTorch, each tensor carries its own copy of the
+  storage: two views pickled together no longer share memory once loaded (``ember.save`` and
+  ``copy.deepcopy`` keep them shared).
 * Between processes (``multiprocessing``'s ``ForkingPickler``, once :func:`init_reductions` has
   run), a tensor whose storage lives in shared memory (``share_memory_()``, or a DataLoader
   worker's batch) travels as ``(segment name, nbytes, dtype, shape, strides, offset)`` and the
@@ -40,6 +44,7 @@ __all__ = [
     "rebuild_cuda_tensor",
     "rebuild_shared_tensor",
     "rebuild_tensor_from_bytes",
+    "rebuild_tensor_strided",
 ]
 
 
@@ -49,6 +54,37 @@ def _dtype_of(name: str) -> Any:
 
 def rebuild_tensor_from_bytes(data: bytes, dtype: str, shape: tuple, requires_grad: bool) -> Tensor:
     t = _C._tensor_from_bytes(data, _dtype_of(dtype), list(shape))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def rebuild_tensor_strided(
+    data: bytes,
+    dtype: str,
+    shape: tuple,
+    strides: tuple,
+    offset: int,
+    requires_grad: bool,
+) -> Tensor:
+    """Unpickles a tensor: a view (shape, strides, offset) of a storage holding ``data``."""
+    import math
+
+    dt = _dtype_of(dtype)
+    like = _C.empty(0, dtype=dt)
+    shape, strides = [int(n) for n in shape], [int(s) for s in strides]
+    nbytes, itemsize = len(data), like.itemsize
+    ok = (len(shape) == len(strides) and offset >= 0 and nbytes % itemsize == 0 and
+          all(n >= 0 for n in shape) and all(s >= 0 for s in strides))
+    if ok and math.prod(shape):
+        # the last element the view touches must lie inside the storage
+        last = offset + sum((n - 1) * s for n, s in zip(shape, strides))
+        ok = last < nbytes // itemsize
+    if not ok:
+        raise ValueError(f"unpickling a tensor: shape {shape}, strides {strides} and offset "
+                         f"{offset} do not fit a storage of {nbytes} bytes of {dtype}")
+    raw = _C._tensor_from_bytes(data, _C.uint8, [nbytes])
+    t = like.set_(raw.untyped_storage(), offset, shape, strides)
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -186,11 +222,33 @@ def _dtype_name(t: Tensor) -> str:
     return repr(t.dtype).split(".", 1)[1]
 
 
-def _reduce_tensor(t: Tensor, protocol: int = 2) -> tuple:
-    """By value: what ``pickle.dumps(tensor)`` stores."""
+def _is_compact(t: Tensor, nbytes: int) -> bool:
+    """Whether t is exactly its storage in row-major order (pickled as its elements alone)."""
+    if t.storage_offset() != 0 or nbytes != t.numel() * t.itemsize:
+        return False
+    expect = 1
+    for n, s in zip(reversed(t.shape), reversed(t.stride())):
+        if s != expect:
+            return False
+        expect *= max(n, 1)
+    return True
+
+
+def _reduce_tensor(t: Tensor, protocol: int = 2, whole_storage: bool = True) -> tuple:
+    """By value: what ``pickle.dumps(tensor)`` stores. ``whole_storage=False`` (a small tensor
+    sent to another process) sends only its elements, in row-major order."""
+    requires_grad = bool(getattr(t, "requires_grad", False))
     if t.device.type == "meta":  # as torch: pickled by its shape (copying data out would fail)
         return (rebuild_meta_tensor, (_dtype_name(t), tuple(t.shape), tuple(t.stride()),
-                                      bool(getattr(t, "requires_grad", False))))
+                                      requires_grad))
+    nbytes = t._storage_nbytes()
+    if whole_storage and not _is_compact(t, nbytes) and nbytes % t.itemsize == 0:
+        # a view: its whole storage and its geometry, as PyTorch pickles it
+        from ember.serialization import _storage_bytes_view
+
+        return (rebuild_tensor_strided,
+                (_C._tensor_to_bytes(_storage_bytes_view(t)), _dtype_name(t), tuple(t.shape),
+                 tuple(t.stride()), t.storage_offset(), requires_grad))
     return (
         rebuild_tensor_from_bytes,
         (
@@ -247,8 +305,8 @@ def _reduce_tensor_mp(t: Tensor) -> tuple:
         handle = _C._shm_handle(t, True)
     else:
         nbytes = t.numel() * t.dtype.itemsize
-        if nbytes < MP_SHARE_MIN_BYTES:
-            return _reduce_tensor(t)
+        if nbytes < MP_SHARE_MIN_BYTES:  # (a small slice must not carry a big storage)
+            return _reduce_tensor(t, whole_storage=False)
         policy = POOLED if nbytes <= MP_POOL_MAX_BYTES else HANDOFF
         shared = _C._empty_shared(list(t.shape), t.dtype, policy)
         shared.copy_(t)

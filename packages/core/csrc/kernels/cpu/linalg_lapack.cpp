@@ -753,11 +753,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_slogdet(const Tensor& A) {
 
 namespace {
 
+// What LAPACK cannot be given: 0 all finite, 1 an infinity (no NaN), 2 a NaN. PyTorch's gesdd
+// reports a NaN as a failure to converge and answers NaN for an infinity.
 template <class T>
-bool all_finite(const T* p, int64_t n) {
-  for (int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(p[i])) return false;
-  return true;
+int nonfinite_kind(const T* p, int64_t n) {
+  int kind = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(std::real(p[i])) || std::isnan(std::imag(p[i]))) return 2;
+    if (std::isinf(std::real(p[i])) || std::isinf(std::imag(p[i]))) kind = 1;
+  }
+  return kind;
 }
 
 // Sets a column-major (r x c) matrix to the first columns of the identity.
@@ -793,8 +798,8 @@ void svd_batch(const Tensor& a_t, const Tensor& s_t, const Tensor& u_t, const Te
         }
         continue;
       }
-      if (!all_finite(ab, m * n)) {  // LAPACK's result on NaN/inf is undefined: report it
-        info[b] = -1;
+      if (const int bad = nonfinite_kind(ab, m * n)) {  // LAPACK's result there is undefined
+        info[b] = bad == 2 ? -1 : 0;
         std::fill_n(s + b * k, k, std::numeric_limits<T>::quiet_NaN());
         if (uv) {
           std::fill_n(ub, m * ucols, std::numeric_limits<T>::quiet_NaN());
@@ -846,11 +851,8 @@ void svd_batch_c(const Tensor& a_t, const Tensor& s_t, const Tensor& u_t, const 
         }
         continue;
       }
-      bool finite = true;
-      for (int64_t i = 0; i < m * n && finite; ++i)
-        finite = std::isfinite(ab[i].real()) && std::isfinite(ab[i].imag());
-      if (!finite) {
-        info[b] = -1;
+      if (const int bad = nonfinite_kind(ab, m * n)) {
+        info[b] = bad == 2 ? -1 : 0;
         std::fill_n(s + b * k, k, nan);
         if (uv) {
           std::fill_n(ub, m * ucols, C(nan, nan));

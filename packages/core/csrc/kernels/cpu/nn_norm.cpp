@@ -276,8 +276,10 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input, int64_
   Tensor w = weight ? nn::contig(weight, x->dtype()) : Tensor();
   Tensor b = bias ? nn::contig(bias, x->dtype()) : Tensor();
   Tensor out = ember::empty(x->sizes(), x->dtype(), x->device());
-  Tensor mean = ember::empty({s.n, s.g}, x->dtype(), x->device());
-  Tensor rstd = ember::empty({s.n, s.g}, x->dtype(), x->device());
+  // float32 statistics for a float16 / bfloat16 input with a float32 parameter, as PyTorch
+  const ScalarType stat_dt = nn::norm_stat_dtype(input, {&weight, &bias});
+  Tensor mean = ember::empty({s.n, s.g}, stat_dt, x->device());
+  Tensor rstd = ember::empty({s.n, s.g}, stat_dt, x->device());
   const int64_t cg = s.c / s.g, M = cg * s.hw;
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
     using T = scalar_t;
@@ -286,8 +288,11 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input, int64_
     const T* pw = w ? w->data_as<T>() : nullptr;
     const T* pb = b ? b->data_as<T>() : nullptr;
     T* po = out->data_as<T>();
-    T* pm = mean->data_as<T>();
-    T* pr = rstd->data_as<T>();
+    const bool stat_float = stat_dt != x->dtype();
+    T* pm = stat_float ? nullptr : mean->data_as<T>();
+    T* pr = stat_float ? nullptr : rstd->data_as<T>();
+    float* pmf = stat_float ? mean->data_as<float>() : nullptr;
+    float* prf = stat_float ? rstd->data_as<float>() : nullptr;
     parallel_for(0, s.n * s.g, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(M, 1)),
                  [&](int64_t rb, int64_t re) {
                    for (int64_t r = rb; r < re; ++r) {
@@ -301,8 +306,13 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input, int64_
                      }
                      var /= static_cast<double>(M);  // 0/0 = NaN for empty groups, as torch
                      const double rs = 1.0 / std::sqrt(var + eps);
-                     pm[r] = static_cast<T>(mu);
-                     pr[r] = static_cast<T>(rs);
+                     if (stat_float) {
+                       pmf[r] = static_cast<float>(mu);
+                       prf[r] = static_cast<float>(rs);
+                     } else {
+                       pm[r] = static_cast<T>(mu);
+                       pr[r] = static_cast<T>(rs);
+                     }
                      const int64_t c0 = (r % s.g) * cg;
                      for (int64_t ci = 0; ci < cg; ++ci) {
                        const int64_t c = c0 + ci;

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ember._dynamo import config
+from ember._dynamo import config, eval_frame
 from ember.compiler import allow_in_graph, assume_constant_result, disable, is_compiling, reset
 
-__all__ = ["allow_in_graph", "assume_constant_result", "config", "disable", "graph_break",
-           "is_compiling", "mark_dynamic", "mark_static", "maybe_mark_dynamic", "optimize",
+__all__ = ["allow_in_graph", "assume_constant_result", "config", "disable", "eval_frame",
+           "graph_break", "is_compiling", "mark_dynamic", "mark_static", "maybe_mark_dynamic", "optimize",
            "reset"]
 
 

@@ -1257,6 +1257,18 @@ def _adaptive_size(op: str, input: Tensor, output_size: Any, nd: int) -> list[in
     return out
 
 
+def _check_adaptive_nonempty(op: str, input: Tensor, nd: int, spatial_only: bool) -> None:
+    """The core's check of an adaptive pool's input (the 0-size output path skips the core):
+    PyTorch refuses empty non-batch dims (for adaptive_avg_pool1d/2d only the spatial ones)."""
+    shape = _shape(input)
+    first = len(shape) - nd if spatial_only else 1
+    for d in range(first, len(shape)):
+        if shape[d] == 0:
+            raise RuntimeError(f"{op}(): Expected input to have non-zero size for non-batch "
+                               f"dimensions, but input has sizes {list(shape)} with dimension "
+                               f"{d} being empty")
+
+
 def _adaptive_empty(input: Tensor, out: list[int], indices: bool) -> Any:
     """The result of an adaptive pool with a 0 output size (torch accepts it): an empty
     (N, C, *out) tensor, a view of the input so that it keeps dtype, device and autograd."""
@@ -1282,6 +1294,7 @@ def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
     _check_dim("adaptive_avg_pool1d", input, (2, 3), "(N, C, L) or (C, L)")
     size = _adaptive_size("adaptive_avg_pool1d", input, output_size, 1)
     if 0 in size:
+        _check_adaptive_nonempty("adaptive_avg_pool1d", input, 1, True)
         return _adaptive_empty(input, size, False)
     return _C.adaptive_avg_pool1d(input, size)
 
@@ -1296,6 +1309,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     _check_dim("adaptive_avg_pool2d", input, (3, 4), "(N, C, H, W) or (C, H, W)")
     size = _adaptive_size("adaptive_avg_pool2d", input, output_size, 2)
     if 0 in size:
+        _check_adaptive_nonempty("adaptive_avg_pool2d", input, 2, True)
         return _adaptive_empty(input, size, False)
     return _C.adaptive_avg_pool2d(input, size)
 
@@ -1310,6 +1324,7 @@ def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
     _check_dim("adaptive_avg_pool3d", input, (4, 5), "(N, C, D, H, W) or (C, D, H, W)")
     size = _adaptive_size("adaptive_avg_pool3d", input, output_size, 3)
     if 0 in size:
+        _check_adaptive_nonempty("adaptive_avg_pool3d", input, 3, False)
         return _adaptive_empty(input, size, False)
     return _C.adaptive_avg_pool3d(input, size)
 
@@ -1320,6 +1335,7 @@ def adaptive_max_pool1d_with_indices(input: Tensor, output_size: Any,
     _check_dim("adaptive_max_pool1d", input, (2, 3), "(N, C, L) or (C, L)")
     size = _adaptive_size("adaptive_max_pool1d", input, output_size, 1)
     if 0 in size:
+        _check_adaptive_nonempty("adaptive_max_pool1d", input, 1, False)
         return _adaptive_empty(input, size, True)
     return _C.adaptive_max_pool1d(input, size)
 
@@ -1341,6 +1357,7 @@ def adaptive_max_pool2d_with_indices(input: Tensor, output_size: Any,
     _check_dim("adaptive_max_pool2d", input, (3, 4), "(N, C, H, W) or (C, H, W)")
     size = _adaptive_size("adaptive_max_pool2d", input, output_size, 2)
     if 0 in size:
+        _check_adaptive_nonempty("adaptive_max_pool2d", input, 2, False)
         return _adaptive_empty(input, size, True)
     return _C.adaptive_max_pool2d(input, size)
 
@@ -1362,6 +1379,7 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size: Any,
     _check_dim("adaptive_max_pool3d", input, (4, 5), "(N, C, D, H, W) or (C, D, H, W)")
     size = _adaptive_size("adaptive_max_pool3d", input, output_size, 3)
     if 0 in size:
+        _check_adaptive_nonempty("adaptive_max_pool3d", input, 3, False)
         return _adaptive_empty(input, size, True)
     return _C.adaptive_max_pool3d(input, size)
 
