@@ -2211,6 +2211,12 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         scales = [None] * nd if recompute_scale_factor else list(sf)
     if any(o <= 0 for o in out_sizes):
         raise ValueError(f"interpolate: output size {out_sizes} must be positive")
+    if any(o >= 2**63 for o in out_sizes):
+        # a huge size or finite scale_factor would otherwise fail to convert to int64 in the
+        # kernel's binding, without naming interpolate (the classes are PyTorch's)
+        exc = TypeError if scale_factor is None else RuntimeError
+        raise exc(f"interpolate: output size {out_sizes} of input {_shape(input)} "
+                  f"(scale_factor {scale_factor!r}) does not fit in int64")
     if mode == "area":
         if nd == 1:
             return adaptive_avg_pool1d(input, out_sizes)
