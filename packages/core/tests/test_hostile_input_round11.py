@@ -35,6 +35,7 @@ The rest of round 11: packages/nn/tests/test_nn_hostile_round11.py.
 """
 
 import io
+import math
 import pickle
 import re
 import struct
@@ -286,3 +287,114 @@ def test_valid_compressed_tensors_still_convert_and_multiply():
                                 (2, 2))
     assert empty.to_dense().tolist() == [[0.0, 0.0], [0.0, 0.0]]
     assert (empty @ E.ones(2, 1)).tolist() == [[0.0], [0.0]]
+
+
+# ---- linalg: non-finite matrix exponentials, lu_unpack's pivots, vector_norm's ord ------------
+#
+# ``linalg.matrix_exp`` of a matrix holding an inf (or a batch with one) failed with Python's
+# "OverflowError: cannot convert float infinity to integer" (the scaling exponent of the whole
+# batch came from its infinite norm); PyTorch gives NaN for that matrix and the exponential for
+# the others, and so does ember now. ``lu_unpack`` took pivots that lu_factor never returns (0,
+# a float tensor, too few of them) and built a wrong permutation with no error, and pivots past
+# the matrix failed with NumPy's "index 4 is out of bounds for axis 1"; they are refused now,
+# naming lu_unpack and the expected pivots, as in PyTorch. ``linalg.vector_norm(x, "fro")`` (or
+# ord=None) failed with "'<' not supported between instances of 'str' and 'int'"; it is now a
+# TypeError naming the argument.
+
+_INF = float("inf")
+
+
+@pytest.mark.parametrize("dtype", [E.float32, E.float64, E.complex128])
+def test_a_matrix_exp_of_a_non_finite_matrix_is_nan(dtype):
+    a = E.tensor([[_INF, 2.0], [2.0, 4.0]]).to(dtype)
+    got = E.linalg.matrix_exp(a)
+    assert got.isnan().all().item()
+    assert E.linalg.matrix_exp(E.tensor([[-_INF, 0.0], [0.0, 0.0]])).isnan().all().item()
+
+
+def test_a_batch_with_one_non_finite_matrix_keeps_the_others():
+    batch = E.stack([E.eye(2, dtype=E.float64) * 2, E.full((2, 2), _INF, dtype=E.float64)])
+    got = E.linalg.matrix_exp(batch)
+    assert got[0].reshape(-1).tolist() == pytest.approx([math.e ** 2, 0.0, 0.0, math.e ** 2],
+                                                        rel=1e-12)
+    assert got[1].isnan().all().item()
+
+
+def test_the_finite_matrices_of_such_a_batch_keep_their_gradient():
+    x = E.tensor([[0.1, 0.2], [0.3, 0.4]], dtype=E.float64, requires_grad=True)
+    bad = E.full((2, 2), _INF, dtype=E.float64)
+    E.linalg.matrix_exp(E.stack([x, bad]))[0].sum().backward()
+    g = x.grad.clone()
+    x.grad = None
+    E.linalg.matrix_exp(x).sum().backward()
+    assert E.allclose(g, x.grad, rtol=0, atol=1e-12)
+    # and the numerical derivative of the plain exponential
+    eps = 1e-6
+    for i in range(2):
+        for j in range(2):
+            d = E.zeros(2, 2, dtype=E.float64)
+            d[i, j] = eps
+            num = (E.linalg.matrix_exp(x.detach() + d).sum() -
+                   E.linalg.matrix_exp(x.detach() - d).sum()).item() / (2 * eps)
+            assert g[i, j].item() == pytest.approx(num, rel=1e-6)
+
+
+def test_torch_matrix_exp_of_non_finite_matrices_is_nan_too():
+    torch = pytest.importorskip("torch")
+    batch = torch.stack([torch.eye(2, dtype=torch.float64) * 2,
+                         torch.full((2, 2), _INF, dtype=torch.float64)])
+    want = torch.linalg.matrix_exp(batch)
+    got = E.linalg.matrix_exp(E.tensor(batch.numpy()))
+    assert got[0].reshape(-1).tolist() == pytest.approx(want[0].reshape(-1).tolist(), rel=1e-12)
+    assert want[1].isnan().all().item() and got[1].isnan().all().item()
+
+
+_LU = [[1.0, 2.0], [2.0, 4.0]]
+
+
+@pytest.mark.parametrize("pivots, message", [
+    ([5, 1], r"pivots passed to lu_unpack must be between 1 and LU\.size\(-2\) = 2 inclusive, "
+             r"got values in \[1, 5\]"),
+    ([-3, 1], r"must be between 1 and LU\.size\(-2\) = 2 inclusive, got values in \[-3, 1\]"),
+    ([0, 1], r"must be between 1 and LU\.size\(-2\) = 2 inclusive, got values in \[0, 1\]"),
+    ([1], r"LU_pivots of shape \(1,\) do not fit LU_data of shape \(2, 2\) \(expected shape "
+          r"\(2,\)\)"),
+])
+def test_lu_unpack_refuses_pivots_lu_factor_cannot_return(pivots, message):
+    with pytest.raises(RuntimeError, match="^lu_unpack: .*" + message):
+        E.lu_unpack(E.tensor(_LU), E.tensor(pivots, dtype=E.int32))
+
+
+def test_lu_unpack_refuses_float_pivots_but_not_when_it_does_not_read_them():
+    with pytest.raises(RuntimeError, match=r"^lu_unpack: LU_pivots is expected to be a tensor of "
+                                           r"int32 dtype"):
+        E.lu_unpack(E.tensor(_LU), E.tensor([1.0, 2.0]))
+    _, L, U = E.lu_unpack(E.tensor(_LU), E.tensor([1.0, 2.0]), unpack_pivots=False)
+    assert L.tolist() == [[1.0, 0.0], [2.0, 1.0]] and U.tolist() == [[1.0, 2.0], [0.0, 4.0]]
+
+
+def test_lu_unpack_of_lu_factor_still_rebuilds_the_matrix():
+    a = E.tensor([[1.0, 2.0, 0.5], [3.0, 4.0, -1.0], [0.0, 1.0, 2.0]], dtype=E.float64)
+    P, L, U = E.lu_unpack(*E.linalg.lu_factor(a))
+    assert E.allclose(P @ L @ U, a, atol=1e-12)
+    assert P.tolist() == [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]] or \
+        E.allclose(P @ P.mT, E.eye(3, dtype=E.float64))
+    wide = E.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=E.float64)
+    P, L, U = E.lu_unpack(*E.linalg.lu_factor(wide))
+    assert E.allclose(P @ L @ U, wide, atol=1e-12)
+
+
+def test_torch_refuses_the_same_pivots():
+    torch = pytest.importorskip("torch")
+    for piv in ([5, 1], [0, 1]):
+        with pytest.raises(RuntimeError, match="pivots passed to lu_unpack must be between 1"):
+            torch.lu_unpack(torch.tensor(_LU), torch.tensor(piv, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("ord", ["fro", None])
+def test_vector_norm_names_an_ord_that_is_not_a_number(ord):
+    with pytest.raises(TypeError, match=r"^linalg\.vector_norm: argument 'ord' must be a number, "
+                                        rf"not {type(ord).__name__}"):
+        E.linalg.vector_norm(E.ones(2), ord)
+    assert E.linalg.vector_norm(E.tensor([3.0, 4.0]), 2).item() == 5.0
+    assert E.linalg.vector_norm(E.tensor([3.0, -4.0]), _INF).item() == 4.0

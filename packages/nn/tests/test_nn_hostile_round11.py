@@ -213,3 +213,25 @@ def test_torch_refuses_the_huge_scale_factor_with_a_runtime_error():
     torch = pytest.importorskip("torch")
     with pytest.raises(RuntimeError):
         torch.nn.functional.interpolate(torch.zeros(1, 1, 4), scale_factor=1e30)
+
+
+# ---- packing a batch of no sequences ------------------------------------------------------------
+#
+# ``pack_padded_sequence`` of a (T, 0, *) batch with no lengths failed with Python's "max() arg
+# is an empty sequence" (a ValueError); it is now PyTorch's RuntimeError, naming the op.
+
+
+@pytest.mark.parametrize("lengths", [[], E.tensor([], dtype=E.int64)])
+def test_packing_a_batch_of_no_sequences_is_named(lengths):
+    with pytest.raises(RuntimeError, match=r"^pack_padded_sequence: cannot pack empty tensors "
+                                           r"\(a batch of 0 sequences, input shape \(3, 0, 1\)\)"):
+        nn.utils.rnn.pack_padded_sequence(E.zeros(3, 0, 1), lengths, enforce_sorted=False)
+    packed = nn.utils.rnn.pack_padded_sequence(E.arange(4.0).reshape(2, 2, 1), [2, 1])
+    assert packed.data.reshape(-1).tolist() == [0.0, 1.0, 2.0]
+    assert packed.batch_sizes.tolist() == [2, 1]
+
+
+def test_torch_refuses_packing_no_sequences_with_a_runtime_error():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match="Cannot pack empty tensors"):
+        torch.nn.utils.rnn.pack_padded_sequence(torch.zeros(3, 0, 1), [], enforce_sorted=False)
