@@ -166,6 +166,22 @@ def test_a_storage_location_that_is_not_a_device_is_a_checkpoint_error(monkeypat
     assert got.tolist() == [0.0, 1.0]
 
 
+@pytest.mark.parametrize("error", [MemoryError, E.OutOfMemoryError])
+def test_running_out_of_memory_is_not_called_a_corrupt_file(monkeypatch, error):
+    data = _torch_zip()
+    real_empty = E.empty
+
+    def empty(*args, **kwargs):
+        if kwargs.get("dtype") is E.uint8:  # the reader's buffer for a storage's bytes
+            raise error("out of memory for a storage")
+        return real_empty(*args, **kwargs)
+
+    monkeypatch.setattr(E, "empty", empty)
+    with pytest.raises(error, match="^out of memory for a storage$") as info:
+        E.load(io.BytesIO(data))
+    assert not isinstance(info.value, CheckpointError)
+
+
 def test_good_torch_checkpoints_still_load():
     got = E.load(io.BytesIO(_torch_zip({"w": E.arange(3.0), "n": 5})))
     assert got["w"].tolist() == [0.0, 1.0, 2.0] and got["n"] == 5

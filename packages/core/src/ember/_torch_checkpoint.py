@@ -60,6 +60,14 @@ def _refused(message: str) -> pickle.UnpicklingError:
     return exc
 
 
+def _not_the_files(exc: BaseException) -> bool:
+    """Whether exc while reading a checkpoint is no sign of a corrupt file: running out of
+    memory for a storage (reported as corruption, a good file could be deleted)."""
+    import ember
+
+    return isinstance(exc, (MemoryError, ember.OutOfMemoryError))
+
+
 def _is_refused(exc: BaseException) -> bool:
     return getattr(exc, "_ember_refused", False)
 
@@ -481,7 +489,7 @@ def load_torch_zip(data: bytes, name: str, map_location: Any, pickle_load_args: 
     except CheckpointError:
         raise
     except Exception as exc:  # any failure of a corrupt pickle's opcodes or values
-        if _is_refused(exc) or exc is loader.passthrough:
+        if _is_refused(exc) or exc is loader.passthrough or _not_the_files(exc):
             raise
         raise CheckpointError(f"{name}: corrupt PyTorch checkpoint "
                               f"({type(exc).__name__}: {exc})") from None
@@ -630,7 +638,7 @@ def load_torch_legacy(data: bytes, name: str, map_location: Any, pickle_load_arg
         except CheckpointError:
             raise
         except Exception as exc:  # any failure of a corrupt stream's opcodes or values
-            if _is_refused(exc) or exc is loader.passthrough:
+            if _is_refused(exc) or exc is loader.passthrough or _not_the_files(exc):
                 raise
             raise CheckpointError(f"{name}: truncated or corrupt legacy PyTorch checkpoint "
                                   f"({type(exc).__name__}: {exc})") from None
