@@ -61,11 +61,13 @@ def _refused(message: str) -> pickle.UnpicklingError:
 
 
 def _not_the_files(exc: BaseException) -> bool:
-    """Whether exc while reading a checkpoint is no sign of a corrupt file: running out of
-    memory for a storage (reported as corruption, a good file could be deleted)."""
+    """Whether exc while reading a checkpoint is no sign of a corrupt file: ember running out
+    of memory for a storage, whose size the file's real bytes bound (reported as corruption, a
+    good file could be deleted). Python's MemoryError stays a sign of corruption: the unpickler
+    raises it for a length field that is garbage."""
     import ember
 
-    return isinstance(exc, (MemoryError, ember.OutOfMemoryError))
+    return isinstance(exc, ember.OutOfMemoryError)
 
 
 def _is_refused(exc: BaseException) -> bool:
