@@ -1,5 +1,6 @@
 """Hostile input, round 11 (core part): corrupt PyTorch checkpoints, map_location errors of
-legacy checkpoints, and sparse compressed tensors built with ``check_invariants=False``.
+legacy checkpoints, sparse compressed tensors built with ``check_invariants=False`` and linalg
+edge cases (non-finite ``matrix_exp``, ``lu_unpack``'s pivots, ``vector_norm``'s ord).
 
 A PyTorch zip checkpoint whose pickle was well-formed at the byte level (its CRC matches) but
 whose opcodes make no sense (``SETITEMS`` on an int, ``APPEND`` to an int, ``REDUCE`` of a
@@ -18,7 +19,8 @@ the legacy (non-zip) format: a ``map_location`` callable that raised ``ValueErro
 ``CheckpointError: truncated or corrupt legacy PyTorch checkpoint (ValueError: ...)``, and so did
 loading a CUDA checkpoint on a machine without CUDA, which invites deleting a good file. Those
 errors now reach the caller as they are (the callable's own exception; PyTorch's RuntimeError
-about ``map_location``), as ``torch.load`` and the zip path do.
+about ``map_location``), as ``torch.load`` and the zip path do; so does ember running out of
+memory for a storage (a good file must not be called corrupt).
 
 A CSR/CSC/BSR/BSC tensor built with ``check_invariants=False`` and a compressed index array of
 the wrong length gave a matrix product with the wrong number of rows, silently
