@@ -60,6 +60,16 @@ def _refused(message: str) -> pickle.UnpicklingError:
     return exc
 
 
+def _not_the_files(exc: BaseException) -> bool:
+    """Whether exc while reading a checkpoint is no sign of a corrupt file: ember running out
+    of memory for a storage, whose size the file's real bytes bound (reported as corruption, a
+    good file could be deleted). Python's MemoryError stays a sign of corruption: the unpickler
+    raises it for a length field that is garbage."""
+    import ember
+
+    return isinstance(exc, ember.OutOfMemoryError)
+
+
 def _is_refused(exc: BaseException) -> bool:
     return getattr(exc, "_ember_refused", False)
 
@@ -89,6 +99,7 @@ class _Loader:
     def __init__(self, zf: zipfile.ZipFile, prefix: str, name: str, map_location: Any) -> None:
         self.zf, self.prefix, self.name = zf, prefix, name
         self.map_location = map_location
+        self.passthrough: BaseException | None = None  # an error of the caller's, not the file's
         self.storages: dict[str, _Storage] = {}
         order = f"{prefix}byteorder"
         self.byteorder = (self.read_member(order).decode("ascii", "replace")
@@ -199,6 +210,15 @@ class _Loader:
         return t
 
     def place(self, t: Tensor, location: str) -> Tensor:
+        try:
+            return self._place(t, location)
+        except Exception as exc:
+            # the caller's map_location (or a device it names) failed, not the file: the
+            # error must reach the caller as it is, not be reported as a corrupt checkpoint
+            self.passthrough = exc
+            raise
+
+    def _place(self, t: Tensor, location: str) -> Tensor:
         import ember
 
         ml = self.map_location
@@ -215,13 +235,21 @@ class _Loader:
             target = str(ml)
         if target == "cpu":
             return t
+        try:
+            device = ember.device(target)
+        except (RuntimeError, ValueError) as exc:
+            if target == location:  # the file's own tag
+                raise self.error(f"corrupt PyTorch checkpoint: a storage saved at "
+                                 f"{location!r}, which is not a device ({exc})") from None
+            raise ValueError(f"ember.load: bad map_location device {target!r} for a storage "
+                             f"saved at {location!r} ({exc})") from None
         if target.startswith("cuda") and not ember.cuda.is_available():
             raise RuntimeError(
                 f"Attempting to deserialize object on a CUDA device ('{target}') but "
                 "ember.cuda.is_available() is False. If you are running on a CPU-only machine, "
                 "please use ember.load with map_location=ember.device('cpu') to map your "
                 f"storages to the CPU (loading {self.name})")
-        return t.to(ember.device(target))
+        return t.to(device)
 
     def rebuild_meta_tensor(self, dtype: Any, size: Any, stride: Any,
                             requires_grad: bool = False) -> Tensor:
@@ -331,9 +359,12 @@ class _Loader:
     def read_member(self, member: str) -> bytes:
         try:
             return self.zf.read(member)
-        except (zlib.error, NotImplementedError, RuntimeError, EOFError) as exc:
+        except (zlib.error, NotImplementedError, RuntimeError, EOFError, zipfile.BadZipFile,
+                UnicodeDecodeError, ValueError, OverflowError, OSError) as exc:
             # a deflated member whose data is corrupt (zlib.error), one compressed with a method
-            # zipfile lacks (NotImplementedError) or encrypted (RuntimeError)
+            # or zip version zipfile lacks (NotImplementedError), encrypted (RuntimeError), a
+            # bad CRC or local header (BadZipFile), a mangled name (UnicodeDecodeError) or an
+            # offset before the start of the file (ValueError: negative seek)
             raise self.error(f"corrupt PyTorch checkpoint: cannot read {member!r} from the "
                              f"archive ({type(exc).__name__}: {exc})") from None
 
@@ -445,9 +476,11 @@ def load_torch_zip(data: bytes, name: str, map_location: Any, pickle_load_args: 
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
         names = zf.namelist()
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+    except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, UnicodeDecodeError,
+            OverflowError) as exc:
+        # NotImplementedError: a (mangled) zip version zipfile does not read
         raise CheckpointError(f"{name}: a zip-based (pickle-based PyTorch) checkpoint that is "
-                              f"truncated or corrupt ({exc})") from None
+                              f"truncated or corrupt ({type(exc).__name__}: {exc})") from None
     pkls = [n for n in names if n.endswith("data.pkl") and n.count("/") == 1]
     if len(pkls) != 1:
         raise CheckpointError(f"{name}: a zip archive but not a PyTorch checkpoint (expected one "
@@ -455,10 +488,13 @@ def load_torch_zip(data: bytes, name: str, map_location: Any, pickle_load_args: 
     loader = _Loader(zf, pkls[0][:-len("data.pkl")], name, map_location)
     try:
         return loader.load(pickle_load_args)
-    except (EOFError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
-        if _is_refused(exc):
+    except CheckpointError:
+        raise
+    except Exception as exc:  # any failure of a corrupt pickle's opcodes or values
+        if _is_refused(exc) or exc is loader.passthrough or _not_the_files(exc):
             raise
-        raise CheckpointError(f"{name}: corrupt PyTorch checkpoint ({exc})") from None
+        raise CheckpointError(f"{name}: corrupt PyTorch checkpoint "
+                              f"({type(exc).__name__}: {exc})") from None
 
 
 # ---- the legacy (non-zip) format --------------------------------------------------------------
@@ -489,6 +525,7 @@ class _LegacyLoader(_Loader):
 
     def __init__(self, name: str, map_location: Any, size: int) -> None:
         self.name, self.map_location, self.size = name, map_location, size
+        self.passthrough: BaseException | None = None
         self.storages = {}
         self.roots: dict[str, _Storage] = {}  # the storages whose data the file holds
         self.byteorder = "little"
@@ -603,7 +640,7 @@ def load_torch_legacy(data: bytes, name: str, map_location: Any, pickle_load_arg
         except CheckpointError:
             raise
         except Exception as exc:  # any failure of a corrupt stream's opcodes or values
-            if _is_refused(exc):
+            if _is_refused(exc) or exc is loader.passthrough or _not_the_files(exc):
                 raise
             raise CheckpointError(f"{name}: truncated or corrupt legacy PyTorch checkpoint "
                                   f"({type(exc).__name__}: {exc})") from None

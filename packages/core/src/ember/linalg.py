@@ -96,6 +96,11 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
     [7.0]
     """
     _check_dtype_arg("linalg.vector_norm", dtype)
+    if ord is None or isinstance(ord, (str, bytes)):
+        # (compared with numbers below: "'<' not supported between 'str' and 'int'")
+        raise TypeError(f"linalg.vector_norm: argument 'ord' must be a number, not "
+                        f"{type(ord).__name__} ({ord!r}); the matrix norms 'fro' and 'nuc' are "
+                        "linalg.matrix_norm's")
     if isinstance(x, Tensor) and not (x.is_floating_point() or x.is_complex()):
         # checked before dtype= converts it: an integer input is refused either way (torch)
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as "
@@ -1165,6 +1170,15 @@ def matrix_exp(A: Tensor) -> Tensor:
         return A.clone()
     s = 0
     if A.device.type != "meta":
+        bad = ~_C.isfinite(A.detach()).all(-1).all(-1)
+        if bool(bad.any()):
+            # a matrix with an inf or NaN has a NaN exponential (as PyTorch's); computed apart
+            # so that its infinite norm does not set the scaling of the whole batch (which
+            # failed converting inf to an int)
+            mask = bad.unsqueeze(-1).unsqueeze(-1)
+            R = matrix_exp(_C.where(mask, _C.zeros_like(A), A))
+            nan = complex(math.nan, math.nan) if A.is_complex() else math.nan
+            return _C.where(mask, _C.full_like(R, nan), R)
         norm = float(A.detach().abs().sum(-2).amax().item())
         if norm > _EXP_THETA13:
             s = int(math.ceil(math.log2(norm / _EXP_THETA13)))
@@ -1301,8 +1315,33 @@ def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,
     >>> P.tolist()
     [[0.0, 1.0], [1.0, 0.0]]
     """
+    if unpack_pivots:
+        _check_pivots("lu_unpack", LU_data, LU_pivots)
     P, L, U = _unpack(LU_data, LU_pivots, unpack_data, unpack_pivots)
     return _rt("lu_unpack", ("P", "L", "U"), (P, L, U), out)
+
+
+def _check_pivots(op: str, LU: Tensor, pivots: Any) -> None:
+    """lu_factor's pivots for LU: int32, (*, min(m, n)), each a row of LU (1-based). Others
+    would build a wrong permutation without an error (0 read as "no swap", a float
+    truncated, a short array leaving rows unswapped)."""
+    _check_matrix(op, LU, "LU_data")
+    if not isinstance(pivots, Tensor):
+        raise TypeError(f"{op}: expected LU_pivots to be a Tensor, got {type(pivots).__name__}")
+    if pivots.dtype != _C.int32:
+        raise RuntimeError(f"{op}: LU_pivots is expected to be a tensor of int32 dtype (as "
+                           f"linalg.lu_factor returns), got {_dtype_name(pivots.dtype)}")
+    m, n = LU.shape[-2], LU.shape[-1]
+    want = tuple(LU.shape[:-2]) + (min(m, n),)
+    if tuple(pivots.shape) != want:
+        raise RuntimeError(f"{op}: LU_pivots of shape {tuple(pivots.shape)} do not fit LU_data "
+                           f"of shape {tuple(LU.shape)} (expected shape {want})")
+    if pivots.numel() and pivots.device.type != "meta":
+        lo, hi = int(pivots.min()), int(pivots.max())
+        if lo < 1 or hi > m:
+            raise RuntimeError(f"{op}: pivots passed to lu_unpack must be between 1 and "
+                               f"LU.size(-2) = {m} inclusive, got values in [{lo}, {hi}]. Did "
+                               "you properly pass the result of lu_factor?")
 
 
 def _lu_legacy(A: Tensor, pivot: bool = True, get_infos: bool = False,

@@ -379,8 +379,9 @@ class SparseTensor:
         if self._layout in _BLOCKED:
             return _blocked_to_coo(self)
         if self._layout is sparse_csc:  # the CSR arrays of the transpose, transposed back
+            _compressed_counts(self, self._size[1], self._size[0])  # named as CSC arrays
             return self.t().to_sparse_coo().t().coalesce()
-        counts = self._crow[1:] - self._crow[:-1]
+        counts = _compressed_counts(self, self._size[0], self._size[1])
         rows = ember.repeat_interleave(ember.arange(self._size[0], device=self.device), counts)
         return SparseTensor(sparse_coo, self._size, self._vals,
                             indices=ember.stack([rows, self._col]), coalesced=_sorted_csr(self))
@@ -949,11 +950,36 @@ def _crow_from_rows(rows: Tensor, m: int) -> Tensor:
     return ember.cat([rows.new_zeros(1), counts.cumsum(0)])
 
 
+def _compressed_counts(s: SparseTensor, m: int, n: int) -> Tensor:
+    """The entries of each of the m compressed rows (columns for CSC, block rows/columns for
+    the blocked layouts) of s, after checking that its compressed indices count them and its
+    plain indices lie in [0, n): a tensor built with check_invariants=False may not, and the
+    expansion to COO would then fail with a message about its internal ops (or misplace
+    entries)."""
+    csc = s._layout in _COL_MAJOR
+    cname, iname = ("ccol_indices", "row_indices") if csc else ("crow_indices", "col_indices")
+    crow, col = s._crow, s._col
+    nnz = col.numel()
+    tag = f"{s._layout}: "
+    note = " (a tensor built with check_invariants=False)"
+    if crow.numel() != m + 1:
+        raise RuntimeError(f"{tag}{cname} must have {m + 1} elements, got {crow.numel()}{note}")
+    counts = crow[1:] - crow[:-1]
+    first, last = int(crow[0]), int(crow[-1])
+    if first != 0 or last != nnz or (m and not bool((counts >= 0).all())):
+        raise RuntimeError(f"{tag}{cname} must be non-decreasing from 0 to nnz = {nnz}, got "
+                           f"{crow.tolist() if m < 16 else f'{first} ... {last}'}{note}")
+    if nnz and (int(col.min()) < 0 or int(col.max()) >= n):
+        raise RuntimeError(f"{tag}{iname} must lie in [0, {n}), got [{int(col.min())}, "
+                           f"{int(col.max())}]{note}")
+    return counts
+
+
 def _sorted_csr(s: SparseTensor) -> bool:
     """Whether a CSR tensor's columns are strictly increasing within each row."""
     if s._col.numel() < 2:
         return True
-    counts = s._crow[1:] - s._crow[:-1]
+    counts = _compressed_counts(s, s._size[0], s._size[1])
     rows = ember.repeat_interleave(ember.arange(s._size[0], device=s.device), counts)
     lin = rows * s._size[1] + s._col
     return bool((lin[1:] > lin[:-1]).all())
@@ -1274,10 +1300,11 @@ def _block_coords(s: SparseTensor) -> tuple[Tensor, Tensor, Tensor, int, int]:
     if s._layout is sparse_bsr:
         nb = s._size[0] // bh
         rows = ember.repeat_interleave(ember.arange(nb, device=s.device),
-                                       s._crow[1:] - s._crow[:-1])
+                                       _compressed_counts(s, nb, s._size[1] // bw))
         return rows, s._col, s._vals, bh, bw
     nb = s._size[1] // bw
-    cols = ember.repeat_interleave(ember.arange(nb, device=s.device), s._crow[1:] - s._crow[:-1])
+    cols = ember.repeat_interleave(ember.arange(nb, device=s.device),
+                                   _compressed_counts(s, nb, s._size[0] // bh))
     return s._col, cols, s._vals, bh, bw
 
 
@@ -1383,6 +1410,7 @@ def _csr_arrays(s: SparseTensor, op: str) -> tuple[Tensor, Tensor, Tensor]:
         raise RuntimeError(f"{op}: the sparse operand must be a 2-D matrix without dense dims, "
                            f"got size {s._size} with dense_dim {s.dense_dim()}")
     if s._layout is sparse_csr:
+        _check_compressed_length(s, op)
         return s._crow, s._col, s._vals
     if s._layout in (sparse_csc, *_BLOCKED):
         s = s.to_sparse_coo()
@@ -1397,6 +1425,19 @@ def _csr_arrays(s: SparseTensor, op: str) -> tuple[Tensor, Tensor, Tensor]:
         raise RuntimeError(f"{op}: row indices outside [0, {s._size[0]}) (a tensor built with "
                            "check_invariants=False)")
     return crow, idx[1], vals
+
+
+def _check_compressed_length(s: SparseTensor, op: str) -> None:
+    """The product kernels take the row count from the compressed indices (and check the
+    rest of them): a CSR/CSC tensor built with check_invariants=False and a crow/ccol array of
+    another length would give a product with the wrong number of rows."""
+    csc = s._layout is sparse_csc
+    m = s._size[1] if csc else s._size[0]
+    if s._crow.numel() != m + 1:
+        cname = "ccol_indices" if csc else "crow_indices"
+        raise RuntimeError(f"{op}: {cname} of a {s._layout} tensor of size {s._size} must have "
+                           f"{m + 1} elements, got {s._crow.numel()} (a tensor built with "
+                           "check_invariants=False)")
 
 
 def _check_mm_operand(op: str, dense: Any, what: str) -> None:
@@ -1434,6 +1475,7 @@ def mm(mat1: Any, mat2: Any) -> Any:
         if mat1.layout in _BLOCKED:
             return _blocked_mm(mat1, mat2)
         if mat1.layout is sparse_csc:  # S = T^T for the CSR matrix T of the same arrays
+            _check_compressed_length(mat1, op)
             return _C._sparse_csr_mm_t(mat1._crow, mat1._col, mat1._vals, mat2, mat1._size[0])
         crow, col, vals = _csr_arrays(mat1, op)
         return _C._sparse_csr_mm(crow, col, vals, mat2)
@@ -1449,6 +1491,7 @@ def mm(mat1: Any, mat2: Any) -> Any:
         if mat2.layout in _BLOCKED:
             return _blocked_rmm(mat1, mat2)
         if mat2.layout is sparse_csc:  # D @ T^T = (T @ D^T)^T
+            _check_compressed_length(mat2, op)
             return _C._sparse_csr_mm(mat2._crow, mat2._col, mat2._vals, mat1.t()).t()
         crow, col, vals = _csr_arrays(mat2, op)
         return _C._sparse_csr_mm_t(crow, col, vals, mat1.t(), mat2._size[1]).t()

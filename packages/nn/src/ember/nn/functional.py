@@ -1509,6 +1509,11 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
                 f"batch_norm: {name} of shape {_shape(t)} does not match the {c} channels of "
                 f"input {_shape(input)}"
             )
+    if training and input.numel() == 0:
+        # an empty batch (a data-parallel rank or a detection head that got no samples): an
+        # empty result that still reaches weight and bias (zero gradients), running statistics
+        # untouched, as in PyTorch; only a single value per channel has no variance
+        return _empty_batch_norm(input, weight, bias)
     if training:
         per_channel = input.numel() // c if c else 0
         if per_channel <= 1:
@@ -1519,6 +1524,19 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     elif running_mean is None or running_var is None:
         raise RuntimeError("batch_norm: running_mean and running_var are required when not training")
     return _C.batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+def _empty_batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    """batch_norm's result for an input without elements: a new empty tensor of the input's
+    shape and dtype, connected to input, weight and bias so that backward gives them (zero)
+    gradients."""
+    shape = [1, input.shape[1]] + [1] * (input.ndim - 2)
+    out = input.clone()
+    if weight is not None:
+        out = out * weight.to(out.dtype).reshape(shape)
+    if bias is not None:
+        out = out + bias.to(out.dtype).reshape(shape)
+    return out
 
 
 def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
@@ -2211,6 +2229,12 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         scales = [None] * nd if recompute_scale_factor else list(sf)
     if any(o <= 0 for o in out_sizes):
         raise ValueError(f"interpolate: output size {out_sizes} must be positive")
+    if any(o >= 2**63 for o in out_sizes):
+        # a huge size or finite scale_factor would otherwise fail to convert to int64 in the
+        # kernel's binding, without naming interpolate (the classes are PyTorch's)
+        exc = TypeError if scale_factor is None else RuntimeError
+        raise exc(f"interpolate: output size {out_sizes} of input {_shape(input)} "
+                  f"(scale_factor {scale_factor!r}) does not fit in int64")
     if mode == "area":
         if nd == 1:
             return adaptive_avg_pool1d(input, out_sizes)
@@ -3254,6 +3278,9 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
         raise RuntimeError(
             f"ctc_loss: log_probs must be (T, N, C) or (T, C), got shape {_shape(log_probs)}"
         )
+    if log_probs.numel() == 0:
+        raise RuntimeError(f"ctc_loss: log_probs tensor must not be empty, got shape "
+                           f"{_shape(log_probs)} (T, N, C)")
     lp = log_probs if batched else log_probs.unsqueeze(1)
     tlen, n, c = _shape(lp)
     il = input_lengths.tolist() if isinstance(input_lengths, Tensor) else list(input_lengths)
@@ -3276,6 +3303,9 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
     tg = targets.long().tolist()
     # a huge finite "log 0": with -inf, logsumexp over unreachable states has NaN gradients
     neg_inf = -1e30
+    # a log-probability of -inf (a masked class) is that "log 0" too: -inf - -inf in the
+    # recursion would turn the loss into NaN instead of inf (or 0 with zero_infinity)
+    lp = lp.clamp(min=neg_inf)
     losses = []
     offset = 0
     for b in range(n):
@@ -3288,6 +3318,13 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
         if bad:
             raise RuntimeError(f"ctc_loss: target labels must lie in [0, {c}) (the classes of "
                                f"log_probs {_shape(log_probs)}), got {bad[0]} in sample {b}")
+        if il[b] == 0:
+            # no time steps: only the empty target has an alignment (probability 1); the
+            # recursion below would start from step 0, which this sample does not have.
+            # narrow(0, 0, 0).sum() is a zero that keeps the loss on log_probs' graph
+            fill = 0.0 if not lab or zero_infinity else math.inf
+            losses.append(lp.narrow(0, 0, 0).sum().reshape(1) + fill)
+            continue
         ext = [blank]
         for v in lab:
             ext += [v, blank]

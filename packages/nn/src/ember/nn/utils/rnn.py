@@ -140,6 +140,9 @@ def pack_padded_sequence(
             f"pack_padded_sequence: got {len(lens)} lengths for a batch of {batch} sequences "
             f"(input shape {tuple(input.shape)}, batch_first={batch_first})"
         )
+    if not lens:
+        raise RuntimeError(f"pack_padded_sequence: cannot pack empty tensors (a batch of 0 "
+                           f"sequences, input shape {tuple(input.shape)})")
     if any(n <= 0 for n in lens):
         raise RuntimeError(
             f"pack_padded_sequence: every length must be positive, got {lens}"
