@@ -177,6 +177,15 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim, const Tensor& out)
     shape.insert(d, static_cast<int64_t>(tensors.size()));
     return ops::view(ops::cat(tensors, d, Tensor()), shape);
   }
+  // Stacked along one of their dims, contiguous tensors are their concatenation along it with
+  // the dim split in two: one cat and one view instead of an unsqueeze (an autograd node) each.
+  bool by_cat = !out && d < tensors[0]->dim() && tensors[0]->numel() > 0;
+  for (const Tensor& t : tensors) by_cat = by_cat && t->is_contiguous();
+  if (by_cat) {
+    DimVector shape = tensors[0]->sizes();
+    shape.insert(d, static_cast<int64_t>(tensors.size()));
+    return ops::view(ops::cat(tensors, d, Tensor()), shape);
+  }
   std::vector<Tensor> parts;
   parts.reserve(tensors.size());
   for (const Tensor& t : tensors) parts.push_back(ops::unsqueeze(t, d));

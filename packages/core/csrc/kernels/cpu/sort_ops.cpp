@@ -130,6 +130,29 @@ std::tuple<Tensor, Tensor> median_dim(const Tensor& self, int64_t dim, bool keep
   return select_rows(self, d, keepdim, op, [&](auto& buf) { return median_of(buf, ignore_nan); });
 }
 
+// topk picks a few of many by a bounded heap (below) when k * kHeapSelectRatio <= n.
+constexpr int64_t kHeapSelectRatio = 16;
+
+// The k items of row x (n elements `inner` apart) that come first in cmp's order, into buf[0, k)
+// (unordered): a heap of the best k so far whose top is the worst of them, so most elements
+// cost one comparison with it (no copy of the whole row). cmp is a strict total order, so the
+// set is the one nth_element finds.
+template <class T, class Cmp>
+void heap_select(const T* x, int64_t inner, int64_t n, int64_t k, const Cmp& cmp,
+                 std::vector<Item<opmath_t<T>>>& buf) {
+  using V = opmath_t<T>;
+  buf.resize(k);
+  for (int64_t i = 0; i < k; ++i) buf[i] = {static_cast<V>(x[i * inner]), i};
+  std::make_heap(buf.begin(), buf.end(), cmp);  // the top is the last in cmp's order
+  for (int64_t i = k; i < n; ++i) {
+    const Item<V> it{static_cast<V>(x[i * inner]), i};
+    if (!cmp(it, buf.front())) continue;
+    std::pop_heap(buf.begin(), buf.end(), cmp);
+    buf.back() = it;
+    std::push_heap(buf.begin(), buf.end(), cmp);
+  }
+}
+
 }  // namespace
 
 std::tuple<Tensor, Tensor> sort(const Tensor& self, int64_t dim, bool descending, bool stable) {
@@ -188,10 +211,14 @@ std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool
     reduce::for_rows(rows, 4, [&](int64_t b, int64_t e) {
       std::vector<Item<V>> buf;
       for (int64_t r = b; r < e; ++r) {
-        load_row(rows, src, r, buf);
         auto cmp = largest ? item_greater<V> : item_less<V>;
-        if (k < n) {
-          std::nth_element(buf.begin(), buf.begin() + k, buf.end(), cmp);  // O(n), then sort the k
+        if (k > 0 && k * kHeapSelectRatio <= n) {
+          heap_select(src + rows.offset(r), rows.inner, n, k, cmp, buf);
+        } else {
+          load_row(rows, src, r, buf);
+          if (k < n) {
+            std::nth_element(buf.begin(), buf.begin() + k, buf.end(), cmp);  // O(n)
+          }
         }
         std::sort(buf.begin(), buf.begin() + k, cmp);
         const int64_t in_off = rows.offset(r), s = rows.inner;
