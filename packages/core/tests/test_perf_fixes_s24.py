@@ -215,6 +215,8 @@ def test_stack_values_dims_and_gradients():
     assert ember.stack(xs, 2).tolist()[0][0] == [0.0, 10.0, 20.0]
     assert ember.stack(xs, -1).shape == (2, 3, 3)
     assert ember.stack([ember.zeros(0, 2)] * 2).shape == (2, 0, 2)
+    s = ember.stack(xs, 1)
+    assert s._base is None and s.is_contiguous() and s.stride() == (9, 3, 1)  # fresh, as torch
     x64 = [_rand(3, 2, seed=i, dtype=ember.float64).requires_grad_(True) for i in range(3)]
     for d in (0, 1, 2):
         assert gradcheck(lambda *t: ember.stack(list(t), d), x64)
