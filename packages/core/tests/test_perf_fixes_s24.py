@@ -324,3 +324,31 @@ def test_batch_norm_channels_last_against_torch():
         yt = torch.nn.functional.batch_norm(xt, torch.zeros(4), torch.ones(4), None, None,
                                             training)
         np.testing.assert_allclose(_np(ye), yt.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_global_avg_pool_channels_last_values_and_accuracy():
+    # 2 samples x 3 channels; channel c of sample n holds n * 10 + c + position / 100
+    a = np.arange(2 * 3 * 4 * 5, dtype=np.float64).reshape(2, 3, 4, 5)
+    a = (a // 20) * 0 + np.arange(2)[:, None, None, None] * 10 + np.arange(3)[None, :, None, None]
+    a = a + np.arange(20).reshape(4, 5) / 100
+    y = F.adaptive_avg_pool2d(_cl(ember.tensor(a)), 1)
+    assert y.is_contiguous(memory_format=CL)
+    np.testing.assert_allclose(_np(y).ravel(), [0.095, 1.095, 2.095, 10.095, 11.095, 12.095],
+                               rtol=1e-12)
+    # a 300x300 float32 plane far from 0: block sums keep the mean accurate
+    b = (1000.0 + np.random.default_rng(19).standard_normal((1, 4, 300, 300))).astype(np.float32)
+    y = F.adaptive_avg_pool2d(_cl(ember.tensor(b)), 1)
+    np.testing.assert_allclose(_np(y).ravel(), b.astype(np.float64).mean((2, 3)).ravel(),
+                               rtol=1e-7)
+    x3 = _rand(2, 3, 4, 5, 6, seed=20)
+    y3 = F.adaptive_avg_pool3d(x3.contiguous(memory_format=ember.channels_last_3d), 1)
+    np.testing.assert_allclose(_np(y3), _np(F.adaptive_avg_pool3d(x3, 1)), rtol=1e-6, atol=1e-7)
+
+
+def test_group_norm_non_finite_input_as_torch():
+    x = ember.tensor([[[1.0, float("inf"), 2.0, 3.0]]])
+    y = F.group_norm(x, 1)
+    assert all(math.isnan(v) for v in y.flatten().tolist())
+    torch = pytest.importorskip("torch")
+    t = torch.nn.functional.group_norm(torch.tensor([[[1.0, float("inf"), 2.0, 3.0]]]), 1)
+    assert torch.isnan(t).all()

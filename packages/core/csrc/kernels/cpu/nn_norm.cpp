@@ -269,56 +269,45 @@ std::tuple<Tensor, Tensor> _fused_rms_norm_backward(const Tensor& grad_out, cons
 // ---- group norm -----------------------------------------------------------------------------
 
 namespace {
-// The mean of x[0, M) into *mean and the sum of squared deviations from it into *ssd: chunks of
-// 4096 elements summed in 16 independent lanes of A (vectorized; one serial chain of double
-// additions was the kernel's whole cost), chunks added in double. The deviations are taken from
-// the mean rounded to A and corrected by their own sum, so the result is that of the exact mean.
+// The mean of x[0, M) into *mean and the sum of squared deviations from it into *ssd, in one
+// pass: the sums of x - K and of (x - K)^2 for K = x[0] (a value of the data, so the shifted
+// sums do not cancel), over chunks of 4096 elements in 16 independent lanes of A (vectorized;
+// one serial chain of double additions was the kernel's whole cost), chunks added in double.
 template <class A, class T>
 void group_moments(const T* x, int64_t M, double* mean, double* ssd) {
   constexpr int64_t kChunk = 4096;
   constexpr int kL = 16;
-  double s = 0;
+  A K = M > 0 ? static_cast<A>(x[0]) : A(0);
+  if (!std::isfinite(static_cast<double>(K))) K = 0;  // inf / NaN data: sums as unshifted
+  double s1 = 0, s2 = 0;
   for (int64_t c0 = 0; c0 < M; c0 += kChunk) {
     const int64_t c1 = std::min(M, c0 + kChunk);
-    A lane[kL] = {};
-    int64_t j = c0;
-    for (; j + kL <= c1; j += kL)
-      for (int l = 0; l < kL; ++l) lane[l] += static_cast<A>(x[j + l]);
-    A t = 0;
-    for (; j < c1; ++j) t += static_cast<A>(x[j]);
-    for (int l = 0; l < kL; ++l) t += lane[l];
-    s += static_cast<double>(t);
-  }
-  const double mu = s / static_cast<double>(std::max<int64_t>(M, 1));
-  const A mu_a = static_cast<A>(mu);
-  double v = 0, d = 0;
-  for (int64_t c0 = 0; c0 < M; c0 += kChunk) {
-    const int64_t c1 = std::min(M, c0 + kChunk);
-    A lv[kL] = {}, ld[kL] = {};
+    A l1[kL] = {}, l2[kL] = {};
     int64_t j = c0;
     for (; j + kL <= c1; j += kL)
       for (int l = 0; l < kL; ++l) {
-        const A dv = static_cast<A>(x[j + l]) - mu_a;
-        lv[l] += dv * dv;
-        ld[l] += dv;
+        const A d = static_cast<A>(x[j + l]) - K;
+        l1[l] += d;
+        l2[l] += d * d;
       }
-    A sv = 0, sd = 0;
+    A t1 = 0, t2 = 0;
     for (; j < c1; ++j) {
-      const A dv = static_cast<A>(x[j]) - mu_a;
-      sv += dv * dv;
-      sd += dv;
+      const A d = static_cast<A>(x[j]) - K;
+      t1 += d;
+      t2 += d * d;
     }
     for (int l = 0; l < kL; ++l) {
-      sv += lv[l];
-      sd += ld[l];
+      t1 += l1[l];
+      t2 += l2[l];
     }
-    v += static_cast<double>(sv);
-    d += static_cast<double>(sd);
+    s1 += static_cast<double>(t1);
+    s2 += static_cast<double>(t2);
   }
-  *mean = mu;
-  // sum (x - m)^2 = sum (x - mu_a)^2 - (sum (x - mu_a))^2 / M; a rounding negative is 0
-  // (NaN stays NaN).
-  const double r = M > 0 ? v - d * d / static_cast<double>(M) : v;
+  const double m = static_cast<double>(std::max<int64_t>(M, 1));
+  *mean = static_cast<double>(K) + s1 / m;
+  // sum (x - mean)^2 = sum (x - K)^2 - (sum (x - K))^2 / M; a rounding negative is 0 (NaN
+  // stays NaN).
+  const double r = s2 - s1 * s1 / m;
   *ssd = r < 0.0 ? 0.0 : r;
 }
 }  // namespace

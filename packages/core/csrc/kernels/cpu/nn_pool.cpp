@@ -266,6 +266,8 @@ bool max_pool_rows_fast(const PoolPlan& p, const T* px, T* po, int64_t* pi) {
   }
 }
 
+bool is_global(const PoolPlan& p);  // (below)
+
 // ---- channels-last (N, *spatial, C) pooling ------------------------------------------------
 // A channels-last input pooled in place of its layout: each output position's window is read
 // as rows of C adjacent channels (vectorized across channels), and the result is written in
@@ -398,6 +400,32 @@ void avg_pool_channels_last(const PoolPlan& p, int64_t N, int64_t C, const T* px
   using A = opmath_t<T>;
   const bool avx2 = pool_avx2();
   const int64_t P = p.in_numel();
+  if (is_global(p)) {
+    // One output per (sample, channel): the P rows of a sample summed across channels, in
+    // blocks of 64 rows of A added in double (so long planes keep their accuracy).
+    const int64_t div = divisor_override ? *divisor_override
+                        : count_include_pad
+                            ? p.win[0][0].divisor * p.win[1][0].divisor * p.win[2][0].divisor
+                            : P;
+    parallel_for(0, N, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(P * C, 1)),
+                 [&](int64_t b, int64_t e) {
+                   std::vector<A> acc(static_cast<size_t>(C));
+                   std::vector<double> total(static_cast<size_t>(C));
+                   for (int64_t n = b; n < e; ++n) {
+                     const T* xn = px + n * P * C;
+                     std::fill(total.begin(), total.end(), 0.0);
+                     for (int64_t r0 = 0; r0 < P; r0 += 64) {
+                       std::fill(acc.begin(), acc.end(), A(0));
+                       for (int64_t r = r0; r < std::min(P, r0 + 64); ++r)
+                         add_row(avx2, acc.data(), xn + r * C, C);
+                       for (int64_t c = 0; c < C; ++c) total[c] += static_cast<double>(acc[c]);
+                     }
+                     for (int64_t c = 0; c < C; ++c)
+                       po[n * C + c] = static_cast<T>(total[c] / static_cast<double>(div));
+                   }
+                 });
+    return;
+  }
   const int64_t Q = p.out_numel(), OHW = p.out[1] * p.out[2];
   int64_t taps = 1;
   for (int64_t j = 0; j < 3; ++j) taps *= std::max<int64_t>(p.win[j][0].count, 1);
@@ -452,7 +480,9 @@ std::tuple<Tensor, Tensor> max_pool_run(const char* op, const Tensor& self, cons
   EMBER_CHECK_KIND(is_floating(self->dtype()) || (integers && is_integral(self->dtype(), false)),
                    DtypeNotImplemented, op, ": expected a floating-point",
                    integers ? " or integer" : "", " input, got ", dtype_name(self->dtype()));
-  if (Tensor xc = channels_last_input(self, p, cl_out)) {
+  // (float32 numbers a window's taps in int32: windows past that take the planar path)
+  if (Tensor xc = max_window_elems(p) < (int64_t{1} << 31) ? channels_last_input(self, p, cl_out)
+                                                           : Tensor()) {
     const DimVector st = channels_last_strides(p.out_shape);
     Tensor out = ember::empty_strided(p.out_shape, st, xc->dtype(), xc->device());
     Tensor idx = ember::empty_strided(p.out_shape, st, ScalarType::Int64, xc->device());
@@ -563,7 +593,8 @@ Tensor avg_pool_run(const char* op, const Tensor& self, const PoolPlan& p, bool 
                    dtype_name(self->dtype()));
   // Windows of fewer than 16 elements: the planar loop below sums those one by one in window
   // order too, so both layouts give the same bits (larger windows it sums in lanes).
-  if (Tensor xc = max_window_elems(p) < 16 ? channels_last_input(self, p, cl_out) : Tensor()) {
+  if (Tensor xc = max_window_elems(p) < 16 || is_global(p) ? channels_last_input(self, p, cl_out)
+                                                           : Tensor()) {
     Tensor out = ember::empty_strided(p.out_shape, channels_last_strides(p.out_shape), xc->dtype(),
                                       xc->device());
     if (out->numel() == 0) return out;
