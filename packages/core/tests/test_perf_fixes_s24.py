@@ -352,3 +352,45 @@ def test_group_norm_non_finite_input_as_torch():
     torch = pytest.importorskip("torch")
     t = torch.nn.functional.group_norm(torch.tensor([[[1.0, float("inf"), 2.0, 3.0]]]), 1)
     assert torch.isnan(t).all()
+
+
+# ---- linear / cubic interpolation of channels-last input ------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64])
+def test_interpolate_channels_last_equals_contiguous_bitwise(dtype):
+    x = _rand(2, 5, 7, 9, seed=21, dtype=dtype)
+    calls = [dict(scale_factor=2, mode="bilinear"), dict(size=(4, 5), mode="bilinear"),
+             dict(size=(11, 6), mode="bilinear", align_corners=True),
+             dict(scale_factor=1.7, mode="bicubic"), dict(size=(3, 13), mode="bicubic",
+                                                          align_corners=True)]
+    for kw in calls:
+        ref, out = F.interpolate(x, **kw), F.interpolate(_cl(x), **kw)
+        assert out.is_contiguous(memory_format=CL), kw
+        np.testing.assert_array_equal(_np(out), _np(ref), err_msg=str(kw))
+    x3 = _rand(2, 3, 4, 5, 6, seed=22, dtype=dtype)
+    out3 = F.interpolate(x3.contiguous(memory_format=ember.channels_last_3d), scale_factor=2,
+                         mode="trilinear")
+    np.testing.assert_array_equal(_np(out3), _np(F.interpolate(x3, scale_factor=2, mode="trilinear")))
+
+
+def test_interpolate_channels_last_values_and_gradients():
+    x = _cl(ember.tensor([[[[0.0, 2.0], [4.0, 6.0]]], ]).repeat(1, 2, 1, 1) * ember.tensor(
+        [1.0, -1.0]).reshape(1, 2, 1, 1))
+    y = F.interpolate(x, size=(3, 3), mode="bilinear", align_corners=True)
+    assert y[0, 0].tolist() == [[0.0, 1.0, 2.0], [2.0, 3.0, 4.0], [4.0, 5.0, 6.0]]
+    assert y[0, 1].tolist() == [[-0.0, -1.0, -2.0], [-2.0, -3.0, -4.0], [-4.0, -5.0, -6.0]]
+    x64 = _cl(_rand(1, 3, 4, 3, seed=23, dtype=ember.float64)).requires_grad_(True)
+    assert gradcheck(lambda t: F.interpolate(t, scale_factor=2, mode="bilinear"), [x64])
+    assert gradcheck(lambda t: F.interpolate(t, size=(5, 4), mode="bicubic"), [x64])
+
+
+def test_interpolate_channels_last_against_torch():
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(24).standard_normal((2, 6, 8, 5)).astype(np.float32)
+    xt = torch.tensor(a).contiguous(memory_format=torch.channels_last)
+    for kw in [dict(scale_factor=2, mode="bilinear"), dict(size=(5, 9), mode="bicubic")]:
+        ye = F.interpolate(_cl(ember.tensor(a)), **kw)
+        yt = torch.nn.functional.interpolate(xt, **kw)
+        np.testing.assert_allclose(_np(ye), yt.numpy(), rtol=1e-5, atol=1e-5)
+        assert ye.stride() == yt.stride()
