@@ -394,3 +394,17 @@ def test_interpolate_channels_last_against_torch():
         yt = torch.nn.functional.interpolate(xt, **kw)
         np.testing.assert_allclose(_np(ye), yt.numpy(), rtol=1e-5, atol=1e-5)
         assert ye.stride() == yt.stride()
+
+
+def test_cat_contiguous_parts_values():
+    a, b = ember.arange(6.0).reshape(2, 3), ember.arange(6.0, 9.0).reshape(1, 3)
+    assert ember.cat([a, b]).tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0], [6.0, 7.0, 8.0]]
+    # promoted, transposed, bool and dim-1 parts take the copy kernel
+    assert ember.cat([a, ember.tensor([[1, 2, 3]])]).tolist()[2] == [1.0, 2.0, 3.0]
+    assert ember.cat([a, a.t().reshape(2, 3).t().t()]).tolist()[2:] == a.t().reshape(2, 3).tolist()
+    assert ember.cat([ember.tensor([True]), ember.tensor([False, True])]).tolist() == [True, False,
+                                                                                      True]
+    assert ember.cat([a, a], 1).tolist()[1] == [3.0, 4.0, 5.0, 3.0, 4.0, 5.0]
+    w = ember.ones(2, 3, requires_grad=True)
+    (ember.cat([w, 2 * w]) * ember.arange(12.0).reshape(4, 3)).sum().backward()
+    assert w.grad.tolist() == [[12.0, 15.0, 18.0], [21.0, 24.0, 27.0]]
