@@ -237,8 +237,11 @@ def test_expected_strides(name):
 
 
 # results that only move or combine elements: equal to the contiguous computation bit for bit
+# (batch_norm_train and global average pooling sum a channels-last input in its layout, in
+# another order: equal to rounding, as torch's; test_perf_fixes_s24 compares the two)
 SAME_VALUES = [n for n in CASES if not n.startswith(("stack_mixed", "cat_mixed", "add",
-                                                      "linear", "conv_weight"))]
+                                                      "linear", "conv_weight", "batch_norm_train"))
+               and not n.endswith("_global")]
 
 
 @pytest.mark.parametrize("name", SAME_VALUES)

@@ -2,6 +2,7 @@
 // and backward. Layer, RMS and group norm normalize contiguous "rows" (the trailing dims, or a
 // sample's group of channels); batch norm normalizes each channel over the batch and the
 // spatial dims. Statistics accumulate in double.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -267,6 +268,50 @@ std::tuple<Tensor, Tensor> _fused_rms_norm_backward(const Tensor& grad_out, cons
 
 // ---- group norm -----------------------------------------------------------------------------
 
+namespace {
+// The mean of x[0, M) into *mean and the sum of squared deviations from it into *ssd, in one
+// pass: the sums of x - K and of (x - K)^2 for K = x[0] (a value of the data, so the shifted
+// sums do not cancel), over chunks of 4096 elements in 16 independent lanes of A (vectorized;
+// one serial chain of double additions was the kernel's whole cost), chunks added in double.
+template <class A, class T>
+void group_moments(const T* x, int64_t M, double* mean, double* ssd) {
+  constexpr int64_t kChunk = 4096;
+  constexpr int kL = 16;
+  A K = M > 0 ? static_cast<A>(x[0]) : A(0);
+  if (!std::isfinite(static_cast<double>(K))) K = 0;  // inf / NaN data: sums as unshifted
+  double s1 = 0, s2 = 0;
+  for (int64_t c0 = 0; c0 < M; c0 += kChunk) {
+    const int64_t c1 = std::min(M, c0 + kChunk);
+    A l1[kL] = {}, l2[kL] = {};
+    int64_t j = c0;
+    for (; j + kL <= c1; j += kL)
+      for (int l = 0; l < kL; ++l) {
+        const A d = static_cast<A>(x[j + l]) - K;
+        l1[l] += d;
+        l2[l] += d * d;
+      }
+    A t1 = 0, t2 = 0;
+    for (; j < c1; ++j) {
+      const A d = static_cast<A>(x[j]) - K;
+      t1 += d;
+      t2 += d * d;
+    }
+    for (int l = 0; l < kL; ++l) {
+      t1 += l1[l];
+      t2 += l2[l];
+    }
+    s1 += static_cast<double>(t1);
+    s2 += static_cast<double>(t2);
+  }
+  const double m = static_cast<double>(std::max<int64_t>(M, 1));
+  *mean = static_cast<double>(K) + s1 / m;
+  // sum (x - mean)^2 = sum (x - K)^2 - (sum (x - K))^2 / M; a rounding negative is 0 (NaN
+  // stays NaN).
+  const double r = s2 - s1 * s1 / m;
+  *ssd = r < 0.0 ? 0.0 : r;
+}
+}  // namespace
+
 std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input, int64_t num_groups,
                                                      const Tensor& weight, const Tensor& bias,
                                                      double eps) {
@@ -298,12 +343,7 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input, int64_
                    for (int64_t r = rb; r < re; ++r) {
                      const T* xr = px + r * M;
                      double mu = 0, var = 0;
-                     for (int64_t j = 0; j < M; ++j) mu += static_cast<double>(xr[j]);
-                     mu /= std::max<int64_t>(M, 1);
-                     for (int64_t j = 0; j < M; ++j) {
-                       double dv = static_cast<double>(xr[j]) - mu;
-                       var += dv * dv;
-                     }
+                     group_moments<A>(xr, M, &mu, &var);
                      var /= static_cast<double>(M);  // 0/0 = NaN for empty groups, as torch
                      const double rs = 1.0 / std::sqrt(var + eps);
                      if (stat_float) {
@@ -465,6 +505,86 @@ int64_t channel_grain(int64_t per_channel) {
 }
 }  // namespace
 
+namespace {
+// Batch norm of a dense channels-last input, x as R = N * spatial rows of C adjacent channels:
+// per-channel statistics (training) summed across each row's channels at once (vectorized over
+// C), and the output written in the same layout. Rows go in fixed blocks of kRowBlock, each
+// block summed in A and the blocks added in double in order, so the result does not depend on
+// the thread count. Transposing to planes and back would cost more than the normalization.
+constexpr int64_t kRowBlock = 64;
+
+// Per-channel sums over the rows of f(x, c) (a value of type A) into out (C doubles).
+template <class T, class A, class F>
+void column_block_sums(const T* x, int64_t R, int64_t C, const F& f, std::vector<double>& out) {
+  const int64_t blocks = (R + kRowBlock - 1) / kRowBlock;
+  std::vector<double> part(static_cast<size_t>(blocks * C));
+  parallel_for(0, blocks,
+               std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(kRowBlock * C, 1)),
+               [&](int64_t b0, int64_t b1) {
+                 std::vector<A> acc(static_cast<size_t>(C));
+                 for (int64_t b = b0; b < b1; ++b) {
+                   std::fill(acc.begin(), acc.end(), A(0));
+                   const int64_t r1 = std::min(R, (b + 1) * kRowBlock);
+                   for (int64_t r = b * kRowBlock; r < r1; ++r) {
+                     const T* xr = x + r * C;
+                     for (int64_t c = 0; c < C; ++c) acc[c] += f(static_cast<A>(xr[c]), c);
+                   }
+                   for (int64_t c = 0; c < C; ++c) part[b * C + c] = static_cast<double>(acc[c]);
+                 }
+               });
+  out.assign(static_cast<size_t>(C), 0.0);
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t c = 0; c < C; ++c) out[c] += part[b * C + c];
+}
+
+// Fills mean / var / invstd (training: from the batch) and writes out = x * scale + shift.
+template <class T>
+void batch_norm_channels_last(const T* x, T* out, int64_t R, int64_t C, int64_t count,
+                              bool training, double eps, std::vector<double>& mean,
+                              std::vector<double>& var, std::vector<double>& invstd,
+                              const std::vector<double>& w, const std::vector<double>& b) {
+  using A = opmath_t<T>;
+  if (training) {
+    std::vector<double> s;
+    column_block_sums<T, A>(x, R, C, [](A v, int64_t) { return v; }, s);
+    std::vector<A> mu_a(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) {
+      mean[c] = s[c] / static_cast<double>(count);
+      mu_a[c] = static_cast<A>(mean[c]);
+    }
+    std::vector<double> v, d;  // d: deviations from the rounded mean (corrects it), as planes do
+    column_block_sums<T, A>(
+        x, R, C,
+        [&](A xv, int64_t c) {
+          const A dv = xv - mu_a[c];
+          return dv * dv;
+        },
+        v);
+    column_block_sums<T, A>(x, R, C, [&](A xv, int64_t c) { return xv - mu_a[c]; }, d);
+    for (int64_t c = 0; c < C; ++c) {
+      const double vc =
+          (v[c] - d[c] * d[c] / static_cast<double>(count)) / static_cast<double>(count);
+      var[c] = vc < 0.0 ? 0.0 : vc;
+      invstd[c] = 1.0 / std::sqrt(var[c] + eps);
+    }
+  }
+  std::vector<A> a(static_cast<size_t>(C)), sh(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    a[c] = static_cast<A>(invstd[c] * w[c]);
+    sh[c] = static_cast<A>(b[c] - mean[c] * invstd[c] * w[c]);
+  }
+  parallel_for(0, R, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(C, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   const T* xr = x + r * C;
+                   T* yr = out + r * C;
+                   for (int64_t c = 0; c < C; ++c)
+                     yr[c] = static_cast<T>(static_cast<A>(xr[c]) * a[c] + sh[c]);
+                 }
+               });
+}
+}  // namespace
+
 std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const Tensor& weight,
                                                      const Tensor& bias, const Tensor& running_mean,
                                                      const Tensor& running_var, bool training,
@@ -473,7 +593,12 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
   const nn::BatchShape bs =
       nn::batch_norm_shape(op, input, weight, bias, running_mean, running_var, training);
   const int64_t N = bs.N, C = bs.C, HW = bs.HW, count = bs.count;
-  Tensor x = nn::contig(input);
+  const bool cl_native =
+      (input->dim() == 4 || input->dim() == 5) && !input->is_contiguous() &&
+      input->device().is_cpu() && input->numel() > 0 &&
+      input->strides() == channels_last_strides(input->sizes()) &&
+      (input->dtype() == ScalarType::Float32 || input->dtype() == ScalarType::Float64);
+  Tensor x = cl_native ? input : nn::contig(input);
   std::vector<double> mean(C), invstd(C), var(C);
   std::vector<double> w = weight ? read_doubles(weight) : std::vector<double>(C, 1.0);
   std::vector<double> b = bias ? read_doubles(bias) : std::vector<double>(C, 0.0);
@@ -482,15 +607,19 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
     std::vector<double> rv = read_doubles(running_var);
     for (int64_t c = 0; c < C; ++c) invstd[c] = 1.0 / std::sqrt(rv[c] + eps);
   }
-  Tensor out = ember::empty(x->sizes(), x->dtype(), x->device());
   Tensor save_mean, save_invstd;
   const ScalarType stat_dt =
       nn::norm_stat_dtype(input, {&weight, &bias, &running_mean, &running_var});
+  // A dense channels-last input is normalized in its layout (batch_norm_channels_last).
+  Tensor out = cl_native ? ember::empty_strided(x->sizes(), x->strides(), x->dtype(), x->device())
+                         : ember::empty(x->sizes(), x->dtype(), x->device());
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
     using T = scalar_t;
     using A = opmath_t<T>;
     const T* px = x->data_as<T>();
     T* po = out->data_as<T>();
+    if (cl_native)
+      batch_norm_channels_last(px, po, N * HW, C, count, training, eps, mean, var, invstd, w, b);
     // y = x * scale + shift over the planes of channel c of samples [n0, n1).
     auto normalize = [&](int64_t c, int64_t n0, int64_t n1) {
       const A a = static_cast<A>(invstd[c] * w[c]);
@@ -501,7 +630,9 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
         for (int64_t j = 0; j < HW; ++j) yp[j] = static_cast<T>(static_cast<A>(xp[j]) * a + sh);
       }
     };
-    if (training) {
+    if (cl_native) {
+      // (done above)
+    } else if (training) {
       parallel_for(0, C, channel_grain(count), [&](int64_t cb, int64_t ce) {
         for (int64_t c = cb; c < ce; ++c) {
           double s = 0;

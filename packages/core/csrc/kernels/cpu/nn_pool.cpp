@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dispatch.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/cpu/row_sums.h"
 #include "kernels/parallel.h"
@@ -265,13 +266,236 @@ bool max_pool_rows_fast(const PoolPlan& p, const T* px, T* po, int64_t* pi) {
   }
 }
 
+bool is_global(const PoolPlan& p);  // (below)
+
+// ---- channels-last (N, *spatial, C) pooling ------------------------------------------------
+// A channels-last input pooled in place of its layout: each output position's window is read
+// as rows of C adjacent channels (vectorized across channels), and the result is written in
+// the channels-last layout it is returned in. Transposing to planes and back would cost several
+// times the pooling itself.
+
+// The dense channels-last view of self when pooling it natively pays off: float32/float64,
+// batched (N, C, *spatial) and not already contiguous; nullptr otherwise.
+Tensor channels_last_input(const Tensor& self, const PoolPlan& p, bool cl_out) {
+  if (!cl_out || self->dim() != p.k + 2 || self->is_contiguous() || !self->device().is_cpu() ||
+      (self->dtype() != ScalarType::Float32 && self->dtype() != ScalarType::Float64))
+    return Tensor();
+  return nn::as_channels_last(self, true);  // dense channels-last (a copy only if it was not)
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define EMBER_POOL_AVX2 1  // the channel loops get an AVX2 copy, used when the CPU has it
+#else
+#define EMBER_POOL_AVX2 0
+#endif
+
+// best[c] = max(best[c], x[c]) (a NaN wins), tap[c] = t where x[c] was taken. The tap number
+// has the width of T, so the select vectorizes (a float max with an int64 index did not).
+#define EMBER_MAX_UPDATE_BODY             \
+  for (int64_t c = 0; c < C; ++c) {       \
+    const T v = x[c], b = best[c];        \
+    const bool take = (v > b) | (v != v); \
+    best[c] = take ? v : b;               \
+    tap[c] = take ? t : tap[c];           \
+  }
+// acc[c] += x[c] (the same additions in every copy: the results are identical).
+#define EMBER_ADD_ROW_BODY \
+  for (int64_t c = 0; c < C; ++c) acc[c] += static_cast<A>(x[c]);
+
+template <class T, class I>
+void max_update_base(T* __restrict best, I* __restrict tap, const T* __restrict x, I t, int64_t C) {
+  EMBER_MAX_UPDATE_BODY
+}
+template <class A, class T>
+void add_row_base(A* __restrict acc, const T* __restrict x, int64_t C) {
+  EMBER_ADD_ROW_BODY
+}
+#if EMBER_POOL_AVX2
+template <class T, class I>
+__attribute__((target("avx2"))) void max_update_avx2(T* __restrict best, I* __restrict tap,
+                                                     const T* __restrict x, I t, int64_t C) {
+  EMBER_MAX_UPDATE_BODY
+}
+template <class A, class T>
+__attribute__((target("avx2"))) void add_row_avx2(A* __restrict acc, const T* __restrict x,
+                                                  int64_t C) {
+  EMBER_ADD_ROW_BODY
+}
+#endif
+#undef EMBER_MAX_UPDATE_BODY
+#undef EMBER_ADD_ROW_BODY
+
+bool pool_avx2() {
+#if EMBER_POOL_AVX2
+  static const bool avx2 = cpu_isa() >= Isa::Avx2;
+  return avx2;
+#else
+  return false;
+#endif
+}
+
+template <class T, class I>
+inline void max_update(bool avx2, T* best, I* tap, const T* x, I t, int64_t C) {
+#if EMBER_POOL_AVX2
+  if (avx2) return max_update_avx2(best, tap, x, t, C);
+#endif
+  (void)avx2;
+  max_update_base(best, tap, x, t, C);
+}
+
+template <class A, class T>
+inline void add_row(bool avx2, A* acc, const T* x, int64_t C) {
+#if EMBER_POOL_AVX2
+  if (avx2) return add_row_avx2(acc, x, C);
+#endif
+  (void)avx2;
+  add_row_base(acc, x, C);
+}
+
+template <class T>
+void max_pool_channels_last(const PoolPlan& p, int64_t N, int64_t C, const T* px, T* po,
+                            int64_t* pi) {
+  using I = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  const bool avx2 = pool_avx2();
+  const int64_t P = p.in_numel();
+  const int64_t Q = p.out_numel(), OHW = p.out[1] * p.out[2];
+  int64_t taps = 1;
+  for (int64_t j = 0; j < 3; ++j) taps *= std::max<int64_t>(p.win[j][0].count, 1);
+  const int64_t work = std::max<int64_t>(1, C * std::max<int64_t>(taps, 4));
+  parallel_for(0, N * Q, std::max<int64_t>(1, kPointwiseGrain / work), [&](int64_t b, int64_t e) {
+    std::vector<I> tap(static_cast<size_t>(C));
+    std::vector<int64_t> pos;  // the window's input positions, in window order
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t n = r / Q, q = r % Q;
+      const int64_t od = q / OHW, oh = (q / p.out[2]) % p.out[1], ow = q % p.out[2];
+      pos.clear();
+      visit_window(p, od, oh, ow, [&](int64_t i) { pos.push_back(i); });
+      T* best = po + r * C;
+      const T* xn = px + n * P * C;
+      // Window order as max_window, so ties (the first maximum) and NaNs (the last) match it.
+      std::copy(xn + pos[0] * C, xn + (pos[0] + 1) * C, best);
+      std::fill(tap.begin(), tap.end(), I(0));
+      for (size_t t = 1; t < pos.size(); ++t)
+        max_update(avx2, best, tap.data(), xn + pos[t] * C, static_cast<I>(t), C);
+      int64_t* arg = pi + r * C;
+      for (int64_t c = 0; c < C; ++c) arg[c] = pos[static_cast<size_t>(tap[c])];
+    }
+  });
+}
+
+// The most input elements any output's window reads.
+int64_t max_window_elems(const PoolPlan& p) {
+  int64_t n = 1;
+  for (int64_t j = 0; j < 3; ++j) {
+    int64_t m = 0;
+    for (const Window& w : p.win[j]) m = std::max(m, w.count);
+    n *= m;
+  }
+  return n;
+}
+
+template <class T>
+void avg_pool_channels_last(const PoolPlan& p, int64_t N, int64_t C, const T* px, T* po,
+                            bool count_include_pad, std::optional<int64_t> divisor_override) {
+  using A = opmath_t<T>;
+  const bool avx2 = pool_avx2();
+  const int64_t P = p.in_numel();
+  if (is_global(p)) {
+    // One output per (sample, channel): the P rows of a sample summed across channels, in
+    // blocks of 64 rows of A added in double (so long planes keep their accuracy).
+    const int64_t div = divisor_override ? *divisor_override
+                        : count_include_pad
+                            ? p.win[0][0].divisor * p.win[1][0].divisor * p.win[2][0].divisor
+                            : P;
+    parallel_for(0, N, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(P * C, 1)),
+                 [&](int64_t b, int64_t e) {
+                   std::vector<A> acc(static_cast<size_t>(C));
+                   std::vector<double> total(static_cast<size_t>(C));
+                   for (int64_t n = b; n < e; ++n) {
+                     const T* xn = px + n * P * C;
+                     std::fill(total.begin(), total.end(), 0.0);
+                     for (int64_t r0 = 0; r0 < P; r0 += 64) {
+                       std::fill(acc.begin(), acc.end(), A(0));
+                       for (int64_t r = r0; r < std::min(P, r0 + 64); ++r)
+                         add_row(avx2, acc.data(), xn + r * C, C);
+                       for (int64_t c = 0; c < C; ++c) total[c] += static_cast<double>(acc[c]);
+                     }
+                     for (int64_t c = 0; c < C; ++c)
+                       po[n * C + c] = static_cast<T>(total[c] / static_cast<double>(div));
+                   }
+                 });
+    return;
+  }
+  const int64_t Q = p.out_numel(), OHW = p.out[1] * p.out[2];
+  int64_t taps = 1;
+  for (int64_t j = 0; j < 3; ++j) taps *= std::max<int64_t>(p.win[j][0].count, 1);
+  const int64_t work = std::max<int64_t>(1, C * std::max<int64_t>(taps, 4));
+  parallel_for(0, N * Q, std::max<int64_t>(1, kPointwiseGrain / work), [&](int64_t b, int64_t e) {
+    std::vector<A> acc(static_cast<size_t>(C));
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t n = r / Q, q = r % Q;
+      const int64_t od = q / OHW, oh = (q / p.out[2]) % p.out[1], ow = q % p.out[2];
+      const T* xn = px + n * P * C;
+      std::fill(acc.begin(), acc.end(), A(0));
+      visit_window(p, od, oh, ow, [&](int64_t i) { add_row(avx2, acc.data(), xn + i * C, C); });
+      const int64_t div = divisor_override ? *divisor_override
+                          : count_include_pad
+                              ? p.win[0][od].divisor * p.win[1][oh].divisor * p.win[2][ow].divisor
+                              : p.win[0][od].count * p.win[1][oh].count * p.win[2][ow].count;
+      T* o = po + r * C;
+      for (int64_t c = 0; c < C; ++c) o[c] = static_cast<T>(acc[c] / static_cast<A>(div));
+    }
+  });
+}
+
+// max pooling's input gradient in the channels-last layout: gi (N, P positions, C) gets each
+// grad_output (N, Q, C) element added at its index's position. Samples run in parallel (two
+// outputs of one sample may scatter into one input element).
+template <class T>
+void max_unpool_channels_last(const char* op, const T* pg, const int64_t* pi, T* po, int64_t N,
+                              int64_t C, int64_t P, int64_t Q) {
+  std::fill(po, po + N * P * C, T(0));
+  parallel_for(0, N, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(Q * C, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t n = b; n < e; ++n) {
+                   T* on = po + n * P * C;
+                   for (int64_t q = n * Q; q < (n + 1) * Q; ++q) {
+                     const int64_t* iq = pi + q * C;
+                     const T* gq = pg + q * C;
+                     for (int64_t c = 0; c < C; ++c) {
+                       const int64_t i = iq[c];
+                       EMBER_CHECK_KIND(i >= 0 && i < P, Index, op, ": index ", i,
+                                        " is out of bounds for an input plane of ", P, " elements");
+                       on[i * C + c] += gq[c];
+                     }
+                   }
+                 }
+               });
+}
+
 // integers: whether integer input is taken (fixed windows, as PyTorch's max_pool2d/3d; its
 // adaptive max pooling is floating-only).
 std::tuple<Tensor, Tensor> max_pool_run(const char* op, const Tensor& self, const PoolPlan& p,
-                                        bool integers) {
+                                        bool integers, bool cl_out) {
   EMBER_CHECK_KIND(is_floating(self->dtype()) || (integers && is_integral(self->dtype(), false)),
                    DtypeNotImplemented, op, ": expected a floating-point",
                    integers ? " or integer" : "", " input, got ", dtype_name(self->dtype()));
+  // (float32 numbers a window's taps in int32: windows past that take the planar path)
+  if (Tensor xc = max_window_elems(p) < (int64_t{1} << 31) ? channels_last_input(self, p, cl_out)
+                                                           : Tensor()) {
+    const DimVector st = channels_last_strides(p.out_shape);
+    Tensor out = ember::empty_strided(p.out_shape, st, xc->dtype(), xc->device());
+    Tensor idx = ember::empty_strided(p.out_shape, st, ScalarType::Int64, xc->device());
+    if (out->numel() == 0) return {out, idx};
+    const int64_t N = self->size(0), C = self->size(1);
+    if (xc->dtype() == ScalarType::Float32)
+      max_pool_channels_last(p, N, C, xc->data_as<float>(), out->data_as<float>(),
+                             idx->data_as<int64_t>());
+    else
+      max_pool_channels_last(p, N, C, xc->data_as<double>(), out->data_as<double>(),
+                             idx->data_as<int64_t>());
+    return {out, idx};
+  }
   Tensor x = nn::contig(self);
   Tensor out = ember::empty(p.out_shape, x->dtype(), x->device());
   Tensor idx = ember::empty(p.out_shape, ScalarType::Int64, x->device());
@@ -362,11 +586,27 @@ void avg_pool_int64(const PoolPlan& p, const int64_t* px, int64_t* po, bool coun
 
 // int64_ok: fixed-window pooling takes int64 input (as PyTorch's); adaptive pooling does not.
 Tensor avg_pool_run(const char* op, const Tensor& self, const PoolPlan& p, bool count_include_pad,
-                    std::optional<int64_t> divisor_override, bool int64_ok = false) {
+                    std::optional<int64_t> divisor_override, bool cl_out, bool int64_ok = false) {
   const bool int64 = int64_ok && self->dtype() == ScalarType::Int64;
   EMBER_CHECK_KIND(is_floating(self->dtype()) || int64, DtypeNotImplemented, op,
                    ": expected a floating-point", int64_ok ? " or int64" : "", " input, got ",
                    dtype_name(self->dtype()));
+  // Windows of fewer than 16 elements: the planar loop below sums those one by one in window
+  // order too, so both layouts give the same bits (larger windows it sums in lanes).
+  if (Tensor xc = max_window_elems(p) < 16 || is_global(p) ? channels_last_input(self, p, cl_out)
+                                                           : Tensor()) {
+    Tensor out = ember::empty_strided(p.out_shape, channels_last_strides(p.out_shape), xc->dtype(),
+                                      xc->device());
+    if (out->numel() == 0) return out;
+    const int64_t N = self->size(0), C = self->size(1);
+    if (xc->dtype() == ScalarType::Float32)
+      avg_pool_channels_last(p, N, C, xc->data_as<float>(), out->data_as<float>(),
+                             count_include_pad, divisor_override);
+    else
+      avg_pool_channels_last(p, N, C, xc->data_as<double>(), out->data_as<double>(),
+                             count_include_pad, divisor_override);
+    return out;
+  }
   Tensor x = nn::contig(self);
   Tensor out = ember::empty(p.out_shape, x->dtype(), x->device());
   if (out->numel() == 0) return out;
@@ -591,15 +831,15 @@ std::tuple<Tensor, Tensor> _max_pool(const Tensor& self, const DimVector& kernel
                                      const DimVector& dilation, bool ceil_mode) {
   PoolPlan p = fixed_plan("max_pool", self->sizes(), kernel_size, stride, padding, dilation,
                           ceil_mode, false);
-  auto [out, idx] = max_pool_run("max_pool", self, p, true);
   const bool cl = pool_channels_last(self, static_cast<int64_t>(kernel_size.size()), true);
+  auto [out, idx] = max_pool_run("max_pool", self, p, true, cl);
   return {nn::as_channels_last(out, cl), nn::as_channels_last(idx, cl)};
 }
 
 std::tuple<Tensor, Tensor> _adaptive_max_pool(const Tensor& self, const DimVector& output_size) {
   PoolPlan p = adaptive_plan("adaptive_max_pool", self->sizes(), output_size, self->dtype());
-  auto [out, idx] = max_pool_run("adaptive_max_pool", self, p, false);
   const bool cl = pool_channels_last(self, static_cast<int64_t>(output_size.size()), false);
+  auto [out, idx] = max_pool_run("adaptive_max_pool", self, p, false, cl);
   return {nn::as_channels_last(out, cl), nn::as_channels_last(idx, cl)};
 }
 
@@ -618,6 +858,26 @@ Tensor _max_pool_backward(const Tensor& grad_output, const Tensor& indices,
       P *= input_size[d];
       Q *= indices->size(d);
     }
+  }
+  // Channels-last gradient and indices (a channels-last forward's): scattered per sample in
+  // that layout, channels adjacent, instead of transposing both to planes and the result back.
+  const bool cl = indices->dim() == spatial_dims + 2 && suggests_channels_last(indices);
+  if (cl && !indices->is_contiguous() && indices->dtype() == ScalarType::Int64 &&
+      grad_output->device().is_cpu() &&
+      (grad_output->dtype() == ScalarType::Float32 ||
+       grad_output->dtype() == ScalarType::Float64)) {
+    const DimVector st = channels_last_strides(input_size);
+    Tensor g = nn::as_channels_last(grad_output, true);
+    Tensor ix = nn::as_channels_last(indices, true);
+    Tensor gi = ember::empty_strided(input_size, st, g->dtype(), g->device());
+    const int64_t C = indices->size(1), N = planes / std::max<int64_t>(C, 1);
+    if (g->dtype() == ScalarType::Float32)
+      max_unpool_channels_last(op, g->data_as<float>(), ix->data_as<int64_t>(),
+                               gi->data_as<float>(), N, C, P, Q);
+    else
+      max_unpool_channels_last(op, g->data_as<double>(), ix->data_as<int64_t>(),
+                               gi->data_as<double>(), N, C, P, Q);
+    return gi;
   }
   Tensor g = nn::contig(grad_output);
   Tensor ix = nn::contig(indices, ScalarType::Int64);
@@ -642,8 +902,7 @@ Tensor _max_pool_backward(const Tensor& grad_output, const Tensor& indices,
                  });
   });
   // Laid out as the forward's input (its indices are channels-last exactly when it was).
-  return nn::as_channels_last(
-      gi, indices->dim() == spatial_dims + 2 && suggests_channels_last(indices));
+  return nn::as_channels_last(gi, cl);
 }
 
 Tensor _avg_pool(const Tensor& self, const DimVector& kernel_size, const DimVector& stride,
@@ -652,10 +911,10 @@ Tensor _avg_pool(const Tensor& self, const DimVector& kernel_size, const DimVect
   nn::check_divisor_override(divisor_override);
   PoolPlan p = fixed_plan("avg_pool", self->sizes(), kernel_size, stride, padding, DimVector{1},
                           ceil_mode, count_include_pad);
-  Tensor out = avg_pool_run("avg_pool", self, p, count_include_pad, divisor_override,
+  const bool cl = pool_channels_last(self, static_cast<int64_t>(kernel_size.size()), false);
+  Tensor out = avg_pool_run("avg_pool", self, p, count_include_pad, divisor_override, cl,
                             /*int64_ok=*/true);
-  return nn::as_channels_last(
-      out, pool_channels_last(self, static_cast<int64_t>(kernel_size.size()), false));
+  return nn::as_channels_last(out, cl);
 }
 
 Tensor _avg_pool_backward(const Tensor& grad_output, const DimVector& input_size,
@@ -670,12 +929,12 @@ Tensor _avg_pool_backward(const Tensor& grad_output, const DimVector& input_size
 
 Tensor _adaptive_avg_pool(const Tensor& self, const DimVector& output_size) {
   PoolPlan p = adaptive_plan("adaptive_avg_pool", self->sizes(), output_size, self->dtype());
-  Tensor out = avg_pool_run("adaptive_avg_pool", self, p, false, std::nullopt);
   // (A global 3-d average is PyTorch's mean over the spatial dims, which keeps the layout.)
   const bool global =
       std::all_of(output_size.begin(), output_size.end(), [](int64_t v) { return v == 1; });
-  return nn::as_channels_last(
-      out, pool_channels_last(self, static_cast<int64_t>(output_size.size()), global));
+  const bool cl = pool_channels_last(self, static_cast<int64_t>(output_size.size()), global);
+  Tensor out = avg_pool_run("adaptive_avg_pool", self, p, false, std::nullopt, cl);
+  return nn::as_channels_last(out, cl);
 }
 
 Tensor _adaptive_avg_pool_backward(const Tensor& grad_output, const DimVector& input_size,

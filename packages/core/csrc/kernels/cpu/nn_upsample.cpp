@@ -265,6 +265,57 @@ void blend_forward(const Geometry& g, const std::array<Axis<A>, 3>& ax, const T*
       });
 }
 
+// blend_forward for a dense channels-last input (N, *spatial, C) into a channels-last output:
+// per output position, the same products and sums per channel, in the same order, as the
+// planar loop (so both layouts give the same bits), over rows of C adjacent channels
+// (vectorized) instead of transposing the input to planes and the result back.
+template <class T, class A>
+void blend_forward_channels_last(const Geometry& g, const std::array<Axis<A>, 3>& ax, const T* x,
+                                 T* y, int64_t N, int64_t C) {
+  const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2], P = g.in_numel();
+  const int64_t tw = ax[2].taps;
+  const int64_t* iw = ax[2].idx.data();
+  const A* ww = ax[2].w.data();
+  parallel_for(0, N * OD * OH, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(OW * C, 1)),
+               [&](int64_t b, int64_t e) {
+                 std::vector<A> comb(static_cast<size_t>(tw * C));
+                 int64_t off[kMaxRows];
+                 A wt[kMaxRows];
+                 for (int64_t r = b; r < e; ++r) {
+                   const int64_t oh = r % OH, od = (r / OH) % OD, n = r / (OH * OD);
+                   const int64_t rows = rows_of(g, ax, od, oh, off, wt);
+                   const T* base = x + n * P * C;
+                   T* out = y + r * OW * C;
+                   for (int64_t o = 0; o < OW; ++o, out += C) {
+                     for (int64_t k = 0; k < tw; ++k) {  // the blended row at tap k's column
+                       A* cb = comb.data() + k * C;
+                       const int64_t col = iw[o * tw + k];
+                       const T* r0 = base + (off[0] + col) * C;
+                       const A w0 = wt[0];
+                       for (int64_t c = 0; c < C; ++c) cb[c] = w0 * static_cast<A>(r0[c]);
+                       for (int64_t j = 1; j < rows; ++j) {
+                         const T* rj = base + (off[j] + col) * C;
+                         const A wj = wt[j];
+                         for (int64_t c = 0; c < C; ++c) cb[c] += wj * static_cast<A>(rj[c]);
+                       }
+                     }
+                     if (tw == 2) {
+                       const A w0 = ww[2 * o], w1 = ww[2 * o + 1];
+                       const A *c0 = comb.data(), *c1 = comb.data() + C;
+                       for (int64_t c = 0; c < C; ++c)
+                         out[c] = static_cast<T>(w0 * c0[c] + w1 * c1[c]);
+                     } else {
+                       for (int64_t c = 0; c < C; ++c) {
+                         A acc = 0;
+                         for (int64_t k = 0; k < tw; ++k) acc += ww[o * tw + k] * comb[k * C + c];
+                         out[c] = static_cast<T>(acc);
+                       }
+                     }
+                   }
+                 }
+               });
+}
+
 // The adjoint: planes in parallel. In a plane, each output row is resampled back along W by a
 // gather (the W axis transposed: for every input column, the output columns that read it), then
 // added (weighted) into the input rows it was blended from. A gather, unlike a scatter, has no
@@ -353,13 +404,19 @@ void blend_backward(const Geometry& g, const std::array<Axis<A>, 3>& ax, const T
                });
 }
 
+Tensor upsample_fwd_channels_last(const Geometry& g, Interp mode, const Tensor& self,
+                                  bool align_corners, const Scales& scales);
+
 Tensor upsample_fwd(const char* op, int64_t k, Interp mode, const Tensor& self,
                     const DimVector& output_size, bool align_corners, const Scales& scales) {
   Geometry g = make_geometry(op, k, self->sizes(), output_size);
   Tensor out = ember::empty(g.out_shape, self->dtype(), self->device());
   if (out->numel() == 0) return out;
-  // A channels-last input gives a channels-last result (as PyTorch's), computed contiguous.
+  // A channels-last input gives a channels-last result (as PyTorch's), computed contiguous
+  // unless blended in its layout.
   const bool cl = suggests_channels_last(self);
+  if (cl)
+    if (Tensor y = upsample_fwd_channels_last(g, mode, self, align_corners, scales)) return y;
   Tensor x = nn::contig(self);
   if (mode == Interp::Nearest || mode == Interp::NearestExact) {
     auto ax = make_axes<float>(g, mode, false, scales);
@@ -374,6 +431,30 @@ Tensor upsample_fwd(const char* op, int64_t k, Interp mode, const Tensor& self,
     blend_forward<scalar_t, A>(g, ax, x->data_as<scalar_t>(), out->data_as<scalar_t>());
   });
   return nn::as_channels_last(out, cl);
+}
+
+// upsample_fwd's linear and cubic modes for a dense channels-last float32 / float64 input
+// (blend_forward_channels_last); an undefined tensor when that does not apply.
+Tensor upsample_fwd_channels_last(const Geometry& g, Interp mode, const Tensor& self,
+                                  bool align_corners, const Scales& scales) {
+  if (mode == Interp::Nearest || mode == Interp::NearestExact || self->is_contiguous() ||
+      (self->dim() != 4 && self->dim() != 5) || !self->device().is_cpu() ||
+      (self->dtype() != ScalarType::Float32 && self->dtype() != ScalarType::Float64) ||
+      self->strides() != channels_last_strides(self->sizes()))
+    return Tensor();
+  Tensor out = ember::empty_strided(g.out_shape, channels_last_strides(g.out_shape), self->dtype(),
+                                    self->device());
+  const int64_t N = self->size(0), C = self->size(1);
+  if (self->dtype() == ScalarType::Float32) {
+    auto ax = make_axes<float>(g, mode, align_corners, scales);
+    blend_forward_channels_last<float, float>(g, ax, self->data_as<float>(), out->data_as<float>(),
+                                              N, C);
+  } else {
+    auto ax = make_axes<double>(g, mode, align_corners, scales);
+    blend_forward_channels_last<double, double>(g, ax, self->data_as<double>(),
+                                                out->data_as<double>(), N, C);
+  }
+  return out;
 }
 
 Tensor upsample_bwd(const char* op, int64_t k, Interp mode, const Tensor& grad_output,

@@ -130,6 +130,35 @@ std::tuple<Tensor, Tensor> median_dim(const Tensor& self, int64_t dim, bool keep
   return select_rows(self, d, keepdim, op, [&](auto& buf) { return median_of(buf, ignore_nan); });
 }
 
+// topk picks a few of many by a bounded heap (below) when k * kHeapSelectRatio <= n.
+constexpr int64_t kHeapSelectRatio = 16;
+
+// The k items of row x (n elements `inner` apart) that come first in cmp's order (Largest:
+// item_greater, else item_less), into buf[0, k) (unordered): a heap of the best k so far whose
+// top is the worst of them. Elements come in index order, so one that only ties the top's value
+// loses to it: most elements cost one inlined value comparison (no copy of the whole row). The
+// order is strict and total, so the set is the one nth_element finds.
+template <bool Largest, class T>
+void heap_select(const T* x, int64_t inner, int64_t n, int64_t k,
+                 std::vector<Item<opmath_t<T>>>& buf) {
+  using V = opmath_t<T>;
+  const auto cmp = [](const Item<V>& a, const Item<V>& b) {
+    return Largest ? item_greater(a, b) : item_less(a, b);
+  };
+  buf.resize(k);
+  for (int64_t i = 0; i < k; ++i) buf[i] = {static_cast<V>(x[i * inner]), i};
+  std::make_heap(buf.begin(), buf.end(), cmp);  // the top is the last in cmp's order
+  V top = buf.front().v;
+  for (int64_t i = k; i < n; ++i) {
+    const V v = static_cast<V>(x[i * inner]);
+    if (!(Largest ? nan_less(top, v) : nan_less(v, top))) continue;
+    std::pop_heap(buf.begin(), buf.end(), cmp);
+    buf.back() = {v, i};
+    std::push_heap(buf.begin(), buf.end(), cmp);
+    top = buf.front().v;
+  }
+}
+
 }  // namespace
 
 std::tuple<Tensor, Tensor> sort(const Tensor& self, int64_t dim, bool descending, bool stable) {
@@ -188,10 +217,17 @@ std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool
     reduce::for_rows(rows, 4, [&](int64_t b, int64_t e) {
       std::vector<Item<V>> buf;
       for (int64_t r = b; r < e; ++r) {
-        load_row(rows, src, r, buf);
         auto cmp = largest ? item_greater<V> : item_less<V>;
-        if (k < n) {
-          std::nth_element(buf.begin(), buf.begin() + k, buf.end(), cmp);  // O(n), then sort the k
+        if (k > 0 && k * kHeapSelectRatio <= n) {
+          if (largest)
+            heap_select<true>(src + rows.offset(r), rows.inner, n, k, buf);
+          else
+            heap_select<false>(src + rows.offset(r), rows.inner, n, k, buf);
+        } else {
+          load_row(rows, src, r, buf);
+          if (k < n) {
+            std::nth_element(buf.begin(), buf.begin() + k, buf.end(), cmp);  // O(n)
+          }
         }
         std::sort(buf.begin(), buf.begin() + k, cmp);
         const int64_t in_off = rows.offset(r), s = rows.inner;

@@ -49,13 +49,18 @@ def get_total_norm(
         if not (isinstance(t, Tensor) or hasattr(t, "norm")):
             raise RuntimeError(f"get_total_norm: expected Tensors, but tensors[{i}] is "
                                f"{type(t).__name__} (pass the gradients that are defined)")
-    norms = [t.detach().norm(norm_type) for t in ts]
-    # the promoted dtype, as PyTorch's stack gives: casting to the first norm's dtype would
-    # overflow a float32 gradient's norm to inf in a float16-first model and zero every gradient
-    dtype = functools.reduce(ember.promote_types, (n.dtype for n in norms))
-    device = norms[0].device
-    stacked = ember.stack([n.to(device=device, dtype=dtype) for n in norms])
-    total = stacked.norm(norm_type)
+    with ember.no_grad():  # one grad-mode switch, not a detach() per tensor
+        norms = [t.norm(norm_type) for t in ts]
+        # the promoted dtype, as PyTorch's stack gives: casting to the first norm's dtype would
+        # overflow a float32 gradient's norm to inf in a float16-first model and zero every
+        # gradient
+        dtype = functools.reduce(ember.promote_types, {n.dtype for n in norms})
+        device = norms[0].device
+        # (converted only where needed: a .to() per norm costs as much as the norm of a small
+        # gradient)
+        stacked = ember.stack([n if n.dtype == dtype and n.device == device
+                               else n.to(device=device, dtype=dtype) for n in norms])
+        total = stacked.norm(norm_type)
     if error_if_nonfinite and not bool(ember.isfinite(total)):
         raise RuntimeError(
             f"The total norm of order {norm_type} for gradients from `parameters` is non-finite "
@@ -79,8 +84,12 @@ def clip_grads_with_norm_(
     # full_like(...).div_: ``float / Tensor`` rounds the number to float32 in ember today
     coef = ember.full_like(denom, float(max_norm)).div_(denom).clamp(max=1.0)
     with ember.no_grad():
+        coefs: dict = {}  # coef in each gradient dtype, converted once per dtype
         for g in grads:
-            g.mul_(coef.to(g.dtype))
+            c = coefs.get(g.dtype)
+            if c is None:
+                c = coefs[g.dtype] = coef.to(g.dtype)
+            g.mul_(c)
 
 
 def clip_grad_norm_(
