@@ -1666,7 +1666,8 @@ class Module:
                 if ember.__future__.get_swap_module_params_on_conversion():
                     # PyTorch's swap path: module_load maps the value, then it is swapped into
                     # the existing object (which keeps its identity and requires_grad)
-                    new = current.module_load(value, assign=assign)
+                    with ember.no_grad():
+                        new = current.module_load(value, assign=assign)
                     if new is value or new is current:
                         raise RuntimeError(
                             "module_load returned one of self or other, please .detach() the "
