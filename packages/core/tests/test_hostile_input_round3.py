@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import io
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -50,7 +51,7 @@ class _RaisesWhenPickled:
 
 
 @pytest.mark.parametrize("bad, exc", [
-    (lambda x: x, TypeError),  # not picklable: refused before the file is touched
+    (lambda x: x, pickle.PicklingError),  # not picklable: refused before the file is touched
     (_RaisesWhenPickled(KeyboardInterrupt), KeyboardInterrupt),
     (_RaisesWhenPickled(RuntimeError), RuntimeError),
 ])

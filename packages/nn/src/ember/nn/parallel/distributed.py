@@ -754,7 +754,12 @@ class DistributedDataParallel(Module):
 
         Example::
 
+            >>> import ember
+            >>> from ember.nn.parallel import DistributedDataParallel as DDP
+            >>> model = ember.nn.ModuleDict({"experts": ember.nn.ModuleList([ember.nn.Linear(2, 2)])})
             >>> DDP._set_params_and_buffers_to_ignore_for_model(model, ["experts.0.weight"])
+            >>> sorted(model._ddp_params_and_buffers_to_ignore)
+            ['experts.0.weight']
             >>> ddp = DDP(model)  # doctest: +SKIP
         """
         names = list(params_and_buffers_to_ignore)
