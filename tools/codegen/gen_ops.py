@@ -1178,6 +1178,12 @@ def gen_binding(op: Op, kind: str) -> str:
         infer = ("if (out && !dtype) dtype = (*out)->dtype(); "
                  if not op.out_exact and any(a.name == "dtype" and a.type == "ScalarType?"
                                              for a in args) else "")
+        if grad_flag and infer:
+            # a factory's explicit dtype= must be out's (torch refuses a castable one too)
+            infer = ("EMBER_CHECK(!out || !dtype || *dtype == (*out)->dtype(), "
+                     f'"{op.name}: dtype ", dtype_name(*dtype), '
+                     '" does not match dtype of out parameter (", dtype_name((*out)->dtype()), '
+                     '")"); ' + infer)
         body = (f'{infer}Tensor r = {call}; if (out) {{ write_out(*out, r, "{op.name}"{rule}); '
                 f"return *out; }} {grad_flag}return r;")
         ret_type = "Tensor"
