@@ -334,9 +334,9 @@ def test_out_of_bounds_indices_raise():
     x = cu(make((5, 3)))
     bad = cu(idx([1, 7]))
     msg = "index 7 is out of bounds for dimension 0 with size 5"
-    # index_select / index_add / gather / scatter: RuntimeError, as PyTorch (indexing and
-    # index_put_ / take: IndexError)
-    with pytest.raises(RuntimeError, match=msg):
+    # index_add / gather / scatter: RuntimeError, as PyTorch (indexing, index_select,
+    # index_put_ and take: IndexError)
+    with pytest.raises(IndexError, match=msg):
         x.index_select(0, bad)
     with pytest.raises(IndexError, match=msg):
         x[bad]

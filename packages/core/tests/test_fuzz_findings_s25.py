@@ -11,8 +11,8 @@ divide the channels, an interpolate output size below 1 or a non-finite scale_fa
 non-constant pad's value= argument, empty_strided's size / stride mismatch) raised ValueError
 where torch raises RuntimeError; a non-constant pad of an input with too few dims was a
 RuntimeError (torch: NotImplementedError, as for too many); an out-of-range index of gather /
-scatter / scatter_add / scatter_reduce / take_along_dim / index_select / index_add was an
-IndexError (torch: RuntimeError; take / index_copy / index_fill / put keep IndexError);
+scatter / scatter_add / scatter_reduce / take_along_dim / index_add was an IndexError (torch:
+RuntimeError; take / index_select / index_copy / index_fill / put keep IndexError);
 index_select of a 0-d tensor with several indices and index_fill with a 2-D index were
 IndexErrors (torch: RuntimeError); put's source / index count mismatch a RuntimeError (torch:
 IndexError); xlogy / xlog1py / copysign of a complex number leaked float()'s TypeError (torch:
@@ -20,7 +20,10 @@ NotImplementedError).
 
 Values: linalg.cond of a singular matrix in the norms 1, -1, inf, -inf, 'fro', 'nuc' raised
 (inv's LinAlgError) where torch returns inf; scatter_reduce took neither 'max' nor 'min' (torch's
-aliases of amax / amin); zeros / ones / full / empty had no out= (a TypeError).
+aliases of amax / amin); zeros / ones / full / empty had no out= (a TypeError), and every
+factory computed an explicit dtype= other than out='s and cast it (torch refuses); eq / ne / lt
+/ le / gt / ge refused a floating out= and signbit a bool one when an input required grad (their
+bool result has no gradient to lose: torch takes them).
 
 Indexing an expanded (self-overlapping) tensor that requires grad indexed a copy of all of it:
 list(x) of 40000 elements took a minute (quadratic time and memory), and x[i] was no view (an
@@ -206,8 +209,6 @@ INDEX_RUNTIME = {  # an out-of-range index: RuntimeError in torch (was IndexErro
     "scatter_value": lambda M: _z(M).scatter(1, M.tensor([[5]]), 2.0),
     "scatter_add": lambda M: _z(M).scatter_add(1, M.tensor([[-1]]), M.ones(1, 1)),
     "scatter_reduce": lambda M: _z(M).scatter_reduce(1, M.tensor([[4]]), M.ones(1, 1), "sum"),
-    "index_select": lambda M: _z(M).index_select(1, M.tensor([4])),
-    "index_select_neg": lambda M: _z(M).index_select(1, M.tensor([-1])),
     "index_add": lambda M: _z(M).index_add(1, M.tensor([4]), M.ones(3, 1)),
     "index_select_0d": lambda M: M.tensor(1.0).index_select(0, M.tensor([0, 0])),
     "index_fill_2d_index": lambda M: _z(M).index_fill(1, M.tensor([[1]]), 1.0),
@@ -215,6 +216,8 @@ INDEX_RUNTIME = {  # an out-of-range index: RuntimeError in torch (was IndexErro
 
 INDEX_INDEXERROR = {  # these stay IndexError, as torch
     "take": lambda M: M.take(_z(M), M.tensor([12])),
+    "index_select": lambda M: _z(M).index_select(0, M.tensor([3])),
+    "index_select_neg": lambda M: M.zeros(2, 3, 4).index_select(2, M.tensor([-5])),
     "index_copy": lambda M: _z(M).index_copy(1, M.tensor([4]), M.ones(3, 1)),
     "index_fill": lambda M: _z(M).index_fill(1, M.tensor([4]), 1.0),
     "put": lambda M: _z(M).put(M.tensor([12]), M.ones(1)),
@@ -409,3 +412,42 @@ def test_index_of_an_expanded_tensor_matches_torch():
 
     _same(run)
     _same(lambda M: (M.tensor([2.0], requires_grad=True) * 1).expand(3, 4)[1].mul_(2))
+
+
+# ---- h. out= of bool-result ops when an input requires grad ------------------------------------
+
+BOOL_OUT = {
+    "eq": lambda M, x, o: M.eq(x, M.tensor([0.5, 2.0], dtype=M.float64), out=o),
+    "ne": lambda M, x, o: M.ne(x, 1, out=o),
+    "lt": lambda M, x, o: M.lt(x, 1.5, out=o),
+    "ge": lambda M, x, o: M.ge(x, 0.5, out=o),
+}
+BOOL_OUT_WANT = {"eq": [1.0, 0.0], "ne": [1.0, 1.0], "lt": [1.0, 0.0], "ge": [1.0, 1.0]}
+
+
+@pytest.mark.parametrize("name", sorted(BOOL_OUT))
+def test_bool_result_into_a_float_out_with_grad(name):
+    x = ember.tensor([0.5, 3.0], dtype=ember.float64, requires_grad=True)
+    o = ember.zeros(2, dtype=ember.float64)
+    r = BOOL_OUT[name](ember, x, o)  # was: "don't support automatic differentiation"
+    assert r is o and o.tolist() == BOOL_OUT_WANT[name] and not o.requires_grad
+    # a differentiable op still refuses
+    with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+        ember.mul(x, 2, out=ember.zeros(2, dtype=ember.float64))
+
+
+def test_signbit_into_a_bool_out_with_grad():
+    x = ember.tensor([0.5, -3.0], dtype=ember.float64, requires_grad=True)
+    o = ember.zeros(2, dtype=ember.bool)
+    assert ember.signbit(x, out=o) is o and o.tolist() == [False, True]  # was refused
+    with pytest.raises(RuntimeError, match="dtype bool"):  # a float out= stays refused
+        ember.signbit(x, out=ember.zeros(2, dtype=ember.float64))
+    with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+        ember.special.erf(x, out=ember.zeros(2, dtype=ember.float64))
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(BOOL_OUT))
+def test_bool_result_into_a_float_out_with_grad_matches_torch(name):
+    _same(lambda M: BOOL_OUT[name](M, M.tensor([0.5, 3.0], dtype=M.float64, requires_grad=True),
+                                   M.zeros(2, dtype=M.float64)))

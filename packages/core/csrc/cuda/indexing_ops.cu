@@ -706,8 +706,7 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index, const 
   EMBER_CHECK_KIND(self->dim() > 0 || index->numel() == 1, Runtime, op,
                    ": Index to scalar can have only 1 value, got ", index->numel(), " value(s)");
   Tensor s1 = as_1d(self);
-  Tensor idx =
-      checked_index(index, s1->size(dim), dim, false, op, self->device(), ErrorKind::Runtime);
+  Tensor idx = checked_index(index, s1->size(dim), dim, false, op, self->device());
   idx = with_shape(idx, DimVector{idx->numel()});
   DimVector shape = s1->sizes();
   shape[dim] = idx->numel();

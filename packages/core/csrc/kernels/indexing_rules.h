@@ -60,8 +60,8 @@ void check_index_dtype(const Tensor& index, const char* op, bool allow_int32,
                        ErrorKind kind = ErrorKind::Runtime);
 // Checks that the n index values lie in [0, size) -- or [-size, size) when allow_negative;
 // returns whether any is negative (to be wrapped by the caller). kind: the error's class (torch
-// raises IndexError for take / index_copy / index_fill, RuntimeError for gather / scatter /
-// index_select / index_add).
+// raises IndexError for take / index_select / index_copy / index_fill, RuntimeError for gather /
+// scatter / index_add).
 bool check_index_range(const int64_t* p, int64_t n, int64_t size, int64_t dim, bool allow_negative,
                        const char* op, ErrorKind kind = ErrorKind::Index);
 void check_out_dtype(const Tensor& out, ScalarType dtype, const char* op);

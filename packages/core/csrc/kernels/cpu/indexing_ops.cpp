@@ -490,7 +490,8 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index, const 
   EMBER_CHECK_KIND(self->dim() > 0 || index->numel() == 1, Runtime, op,
                    ": Index to scalar can have only 1 value, got ", index->numel(), " value(s)");
   Tensor s1 = as_1d(self);
-  Tensor idx = checked_index(index, s1->size(dim), dim, false, op, ErrorKind::Runtime);
+  // out of range: IndexError, as torch's index_select (its gather / scatter raise RuntimeError)
+  Tensor idx = checked_index(index, s1->size(dim), dim, false, op);
   DimVector shape = s1->sizes();
   shape[dim] = idx->numel();
   // A 0-d self gives a 0-d result (as torch), whatever the index's dim.
