@@ -403,6 +403,11 @@ def gen_wrapper(op: Op, node: str) -> str:
             + text[end:])
 
 
+# Ops whose result is bool (never differentiable): torch takes any out= for them, a floating
+# one included, when an input requires grad.
+BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite"}
+
+
 def gen_autograd_wrapper(op: Op, node: str) -> str:
     """`ops::<name>`: records a grad_fn node (class generated from the YAML formulas) when an
     input requires grad, then calls `dispatch::<name>` with grad mode off.
@@ -457,6 +462,10 @@ def gen_autograd_wrapper(op: Op, node: str) -> str:
         body.append("  bool in_place = out && out == self;\n" if self_tensor else "  bool in_place = false;\n")
         if op.derivatives:
             body.append(f'  if (out && !in_place) check_out_no_grad("{op.name}");\n')
+        elif op.name in BOOL_RESULT:
+            # a bool result has no gradient to lose, whatever out='s dtype (as torch): written
+            # without a history
+            body.append(f"  if (out && !in_place) return {raw};\n")
         else:
             # No formula: an integer or bool out= (comparisons, logical ops) gets no history
             # anyway, and torch takes it; a floating one would silently lose the gradient.
@@ -1178,6 +1187,12 @@ def gen_binding(op: Op, kind: str) -> str:
         infer = ("if (out && !dtype) dtype = (*out)->dtype(); "
                  if not op.out_exact and any(a.name == "dtype" and a.type == "ScalarType?"
                                              for a in args) else "")
+        if grad_flag and infer:
+            # a factory's explicit dtype= must be out's (torch refuses a castable one too)
+            infer = ("EMBER_CHECK(!out || !dtype || *dtype == (*out)->dtype(), "
+                     f'"{op.name}: dtype ", dtype_name(*dtype), '
+                     '" does not match dtype of out parameter (", dtype_name((*out)->dtype()), '
+                     '")"); ' + infer)
         body = (f'{infer}Tensor r = {call}; if (out) {{ write_out(*out, r, "{op.name}"{rule}); '
                 f"return *out; }} {grad_flag}return r;")
         ret_type = "Tensor"

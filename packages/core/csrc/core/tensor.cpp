@@ -148,8 +148,9 @@ Tensor empty(const DimVector& sizes, ScalarType dtype, Device device) {
 
 Tensor empty_strided(const DimVector& sizes, const DimVector& strides, ScalarType dtype,
                      Device device) {
-  EMBER_CHECK_KIND(sizes.size() == strides.size(), Value, "empty_strided: size ", shape_str(sizes),
-                   " and stride ", shape_str(strides), " must have the same length");
+  EMBER_CHECK_KIND(sizes.size() == strides.size(), Runtime, "empty_strided: size ",
+                   shape_str(sizes), " and stride ", shape_str(strides),
+                   " must have the same length");
   checked_numel(sizes, "empty_strided");
   int64_t extent = 1;  // elements needed to hold the largest index
   for (int64_t d = 0; d < sizes.size(); ++d) {
@@ -157,7 +158,7 @@ Tensor empty_strided(const DimVector& sizes, const DimVector& strides, ScalarTyp
       extent = 0;
       break;
     }
-    EMBER_CHECK_KIND(strides[d] >= 0, Value, "empty_strided: negative stride ", strides[d]);
+    EMBER_CHECK_KIND(strides[d] >= 0, Runtime, "empty_strided: negative stride ", strides[d]);
     int64_t span = 0;
     if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &span) ||
         __builtin_add_overflow(extent, span, &extent))

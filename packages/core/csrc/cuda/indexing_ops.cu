@@ -191,11 +191,11 @@ Tensor host_index(const Tensor& index, const char* op) {
 // The index values as a contiguous int64 device tensor of index's shape, checked to lie in
 // [0, size) -- or [-size, size), negatives wrapped, when allow_negative. A sync point.
 Tensor checked_index(const Tensor& index, int64_t size, int64_t dim, bool allow_negative,
-                     const char* op, Device device) {
+                     const char* op, Device device, ErrorKind kind = ErrorKind::Index) {
   Tensor h = host_index(index, op);
   int64_t* p = h->data_as<int64_t>();
   const int64_t n = h->numel();
-  if (check_index_range(p, n, size, dim, allow_negative, op))
+  if (check_index_range(p, n, size, dim, allow_negative, op, kind))
     for (int64_t i = 0; i < n; ++i)
       if (p[i] < 0) p[i] += size;
   return ix::to_device(h, device);
@@ -354,7 +354,8 @@ Tensor gather_impl(const Tensor& self, int64_t dim, const Tensor& index, const T
   Tensor s1 = as_1d(self);
   OutArg o = make_out(out, index->sizes(), self->dtype(), self->device(), op, {self, index});
   if (index->numel() == 0) return o.done(op);
-  Tensor idx = as_1d(checked_index(index, s1->size(dim), dim, allow_negative, op, self->device()));
+  Tensor idx = as_1d(checked_index(index, s1->size(dim), dim, allow_negative, op, self->device(),
+                                   ErrorKind::Runtime));
   Tensor res = as_1d(o.result);
   const DimVector& shape = idx->sizes();
   IndexGeo g = make_geo(shape, dim, res, false, 0, s1, true, s1->stride(dim) * s1->itemsize(),
@@ -439,7 +440,8 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
   // Checked before anything is written, so a bad index leaves self untouched.
   Tensor idx;
   if (index->numel() > 0)
-    idx = as_1d(checked_index(index, s1->size(dim), dim, false, op, self->device()));
+    idx = as_1d(
+        checked_index(index, s1->size(dim), dim, false, op, self->device(), ErrorKind::Runtime));
   Tensor target = inplace_target(self, out, op, {self, index, src});
   if (index->numel() == 0) return target;
   Tensor t1 = as_1d(target);
@@ -701,7 +703,7 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index, const 
   EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
                    shape_str(index->sizes()));
   dim = wrap_dim(dim, self->dim(), op);
-  EMBER_CHECK_KIND(self->dim() > 0 || index->numel() == 1, Index, op,
+  EMBER_CHECK_KIND(self->dim() > 0 || index->numel() == 1, Runtime, op,
                    ": Index to scalar can have only 1 value, got ", index->numel(), " value(s)");
   Tensor s1 = as_1d(self);
   Tensor idx = checked_index(index, s1->size(dim), dim, false, op, self->device());
@@ -763,7 +765,8 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
   check_index_dtype(index, op, true);
   dim = wrap_dim(dim, self->dim(), op);
   check_index_source(self, dim, index, source, op);
-  Tensor idx = checked_index(index, as_1d(self)->size(dim), dim, false, op, self->device());
+  Tensor idx = checked_index(index, as_1d(self)->size(dim), dim, false, op, self->device(),
+                             ErrorKind::Runtime);
   Tensor target = inplace_target(self, out, op, {self, index, source});
   put_along_dim(target, dim, with_shape(idx, DimVector{idx->numel()}), source, Red::Add, alpha, op);
   return target;
@@ -787,7 +790,7 @@ Tensor index_fill_(const Tensor& self, int64_t dim, const Tensor& index,
   const char* op = "index_fill_()";
   ix::check_cuda(self, op, "self");
   check_index_dtype(index, op, false, ErrorKind::Index);
-  EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
+  EMBER_CHECK_KIND(index->dim() <= 1, Runtime, op, ": index is supposed to be a vector, got shape ",
                    shape_str(index->sizes()));
   dim = wrap_dim(dim, self->dim(), op);
   Tensor v = value_tensor(value, self->dtype(), self->device(), op);

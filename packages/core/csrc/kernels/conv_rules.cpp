@@ -16,7 +16,7 @@ WindowGeom make_window_geom(const char* op, const DimVector& in, const DimVector
   g.k = k;
   for (int64_t d = 0; d < k; ++d) {
     const int64_t j = 3 - k + d;
-    EMBER_CHECK_KIND(kernel_size[d] > 0 && dl[d] > 0 && st[d] > 0 && pd[d] >= 0, Value, op,
+    EMBER_CHECK_KIND(kernel_size[d] > 0 && dl[d] > 0 && st[d] > 0 && pd[d] >= 0, Runtime, op,
                      ": kernel_size, dilation and stride must be positive and padding "
                      "non-negative, got kernel_size=",
                      shape_str(kernel_size), " dilation=", shape_str(dl), " stride=", shape_str(st),
@@ -96,7 +96,7 @@ ConvArgs check_conv(const char* op, const Tensor& input, const Tensor& weight, c
   EMBER_CHECK(input->dtype() == weight->dtype(), op, ": input type (", dtype_name(input->dtype()),
               ") and weight type (", dtype_name(weight->dtype()), ") should be the same");
   check_device(device_check, input, weight, op, "weight");
-  EMBER_CHECK_KIND(groups > 0, Value, op, ": groups must be positive, got ", groups);
+  EMBER_CHECK_KIND(groups > 0, Runtime, op, ": groups must be positive, got ", groups);
   // As torch: at least one filter per group, and a transposed conv with no output channel is
   // refused too (an empty result would hide the wrong weight). No input channel stays the bias
   // alone for both kinds (round 16), where torch refuses the transposed one.
@@ -138,9 +138,9 @@ ConvArgs check_conv(const char* op, const Tensor& input, const Tensor& weight, c
 DimVector conv_transposed_sizes(const char* op, const Tensor& x, const ConvArgs& a) {
   DimVector out_sp;
   for (int64_t d = 0; d < a.k; ++d) {
-    EMBER_CHECK_KIND(a.st[d] > 0 && a.dl[d] > 0 && a.pd[d] >= 0, Value, op,
+    EMBER_CHECK_KIND(a.st[d] > 0 && a.dl[d] > 0 && a.pd[d] >= 0, Runtime, op,
                      ": stride and dilation must be positive and padding non-negative");
-    EMBER_CHECK_KIND(a.opd[d] >= 0 && (a.opd[d] < a.st[d] || a.opd[d] < a.dl[d]), Value, op,
+    EMBER_CHECK_KIND(a.opd[d] >= 0 && (a.opd[d] < a.st[d] || a.opd[d] < a.dl[d]), Runtime, op,
                      ": output_padding must be smaller than either stride or dilation, got "
                      "output_padding=",
                      shape_str(a.opd), " stride=", shape_str(a.st), " dilation=", shape_str(a.dl));

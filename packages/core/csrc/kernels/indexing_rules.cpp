@@ -45,14 +45,14 @@ void check_index_dtype(const Tensor& index, const char* op, bool allow_int32, Er
 }
 
 bool check_index_range(const int64_t* p, int64_t n, int64_t size, int64_t dim, bool allow_negative,
-                       const char* op) {
+                       const char* op, ErrorKind kind) {
   const int64_t lo = allow_negative ? -size : 0;
   bool negative = false;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = p[i];
     if (v < lo || v >= size)
-      EMBER_FAIL(Index, op, op[0] ? ": " : "", "index ", v, " is out of bounds for dimension ", dim,
-                 " with size ", size);
+      detail::fail(kind, op, op[0] ? ": " : "", "index ", v, " is out of bounds for dimension ",
+                   dim, " with size ", size);
     negative |= v < 0;
   }
   return negative;
@@ -133,8 +133,9 @@ IndexReduce parse_index_reduce(const std::string& r, bool scatter_reduce, const 
     if (r == "sum") return IndexReduce::Add;
     if (r == "prod") return IndexReduce::Mul;
     if (r == "mean") return IndexReduce::Mean;
-    if (r == "amax") return IndexReduce::Max;
-    if (r == "amin") return IndexReduce::Min;
+    // torch also takes "max" / "min" (undocumented) as amax / amin
+    if (r == "amax" || r == "max") return IndexReduce::Max;
+    if (r == "amin" || r == "min") return IndexReduce::Min;
     EMBER_FAIL(Runtime, op, ": reduce argument must be either sum, prod, mean, amax or amin, got ",
                r);
   }

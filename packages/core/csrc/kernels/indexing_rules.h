@@ -59,9 +59,11 @@ void dispatch_itemsize(int64_t size, const F& f) {
 void check_index_dtype(const Tensor& index, const char* op, bool allow_int32,
                        ErrorKind kind = ErrorKind::Runtime);
 // Checks that the n index values lie in [0, size) -- or [-size, size) when allow_negative;
-// returns whether any is negative (to be wrapped by the caller).
+// returns whether any is negative (to be wrapped by the caller). kind: the error's class (torch
+// raises IndexError for take / index_select / index_copy / index_fill, RuntimeError for gather /
+// scatter / index_add).
 bool check_index_range(const int64_t* p, int64_t n, int64_t size, int64_t dim, bool allow_negative,
-                       const char* op);
+                       const char* op, ErrorKind kind = ErrorKind::Index);
 void check_out_dtype(const Tensor& out, ScalarType dtype, const char* op);
 // out= of an op with an in-place form: no input may share its memory, and it has self's dtype.
 void check_inplace_out(const Tensor& self, const Tensor& out, std::initializer_list<Tensor> inputs,

@@ -97,7 +97,7 @@ GroupShape group_norm_shape(const char* op, const Tensor& input, int64_t num_gro
   check_norm_param_dtypes(op, input, {{&weight, "weight"}, {&bias, "bias"}});
   GroupShape s{input->size(0), input->size(1), num_groups, 1};
   for (int64_t d = 2; d < input->dim(); ++d) s.hw *= input->size(d);
-  EMBER_CHECK_KIND(num_groups > 0 && s.c % num_groups == 0, Value, op,
+  EMBER_CHECK_KIND(num_groups > 0 && s.c % num_groups == 0, Runtime, op,
                    ": expected the number of channels (", s.c, ") to be divisible by num_groups (",
                    num_groups, "), input shape ", shape_str(input->sizes()));
   for (const Tensor* p : {&weight, &bias})

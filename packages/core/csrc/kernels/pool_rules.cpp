@@ -40,11 +40,11 @@ PoolDims fixed_pool_dims(const char* op, const DimVector& sizes, const DimVector
   DimVector dl = expand_param(dilation, k, "dilation", op);
   for (int64_t d = 0; d < k; ++d) {
     const int64_t j = 3 - k + d, in = p.in[j], ks = kernel_size[d];
-    EMBER_CHECK_KIND(ks > 0 && st[d] > 0 && dl[d] > 0, Value, op,
+    EMBER_CHECK_KIND(ks > 0 && st[d] > 0 && dl[d] > 0, Runtime, op,
                      ": kernel_size, stride and dilation must be positive, got kernel_size=",
                      shape_str(kernel_size), " stride=", shape_str(st),
                      " dilation=", shape_str(dl));
-    EMBER_CHECK_KIND(pd[d] >= 0 && pd[d] <= ks / 2, Value, op,
+    EMBER_CHECK_KIND(pd[d] >= 0 && pd[d] <= ks / 2, Runtime, op,
                      ": padding should be at most half of the kernel size, got padding=",
                      shape_str(pd), " and kernel_size=", shape_str(kernel_size));
     int64_t span = 0;  // user-given sizes: checked before anything is computed from them
@@ -117,10 +117,10 @@ PoolDims fractional_pool_dims(const char* op, const DimVector& sizes, const DimV
               ") for an input of shape ", shape_str(sizes), ", got ", shape_str(samples_size));
   for (int64_t d = 0; d < k; ++d) {
     const int64_t j = 3 - k + d, in = p.in[j], ks = kernel_size[d], o = output_size[d];
-    EMBER_CHECK_KIND(ks > 0 && o > 0, Value, op,
+    EMBER_CHECK_KIND(ks > 0 && o > 0, Runtime, op,
                      ": kernel_size and output_size must be positive, got kernel_size=",
                      shape_str(kernel_size), " output_size=", shape_str(output_size));
-    EMBER_CHECK_KIND(ks <= in && o <= in - ks + 1, Value, op, ": output_size ", o,
+    EMBER_CHECK_KIND(ks <= in && o <= in - ks + 1, Runtime, op, ": output_size ", o,
                      " with kernel_size ", ks, " is too large for an input of size ", in,
                      " along spatial dim ", d, " (output_size + kernel_size - 1 must be <= ", in,
                      ")");

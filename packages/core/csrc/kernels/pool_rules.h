@@ -33,7 +33,7 @@ PoolDims fractional_pool_dims(const char* op, const DimVector& sizes, const DimV
                               const DimVector& output_size, const DimVector& samples_size);
 
 inline void check_divisor_override(std::optional<int64_t> divisor_override) {
-  EMBER_CHECK_KIND(!divisor_override || *divisor_override != 0, Value,
+  EMBER_CHECK_KIND(!divisor_override || *divisor_override != 0, Runtime,
                    "avg_pool: divisor_override must be non-zero");
 }
 

@@ -97,12 +97,12 @@ Tensor conv_nd_str(const char* op, int64_t k, const Tensor& input, const Tensor&
                    const DimVector& dilation, int64_t groups) {
   if (padding == "valid")
     return conv_nd(op, k, input, weight, bias, stride, DimVector{0}, dilation, groups);
-  EMBER_CHECK_KIND(padding == "same", Value, op,
+  EMBER_CHECK_KIND(padding == "same", Runtime, op,
                    ": padding must be 'valid', 'same', an int or a tuple of ints, got '", padding,
                    "'");
   DimVector st = expand_k(stride, k, "stride", op);
   for (int64_t s : st)
-    EMBER_CHECK_KIND(s == 1, Value, op,
+    EMBER_CHECK_KIND(s == 1, Runtime, op,
                      ": padding='same' is not supported for strided "
                      "convolutions (stride ",
                      shape_str(st), ")");

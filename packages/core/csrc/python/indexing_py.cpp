@@ -403,12 +403,15 @@ Tensor getitem(const Tensor& self, py::handle index) {
   // such); nothing is recorded otherwise, so the plain x[i] path stays cheap.
   bool track =
       autograd::requires_grad(self) && (is_floating(self->dtype()) || is_complex(self->dtype()));
-  if (track && autograd::grad_enabled() &&
-      autograd::maybe_overlapping(self->sizes(), self->strides()))
-    return getitem(ops::contiguous(self), index);  // expanded: index a copy (same values)
+  // An expanded (self-overlapping) self: no strided view of its base describes the result, so
+  // the view ops (select / narrow / unsqueeze, each with its own backward) index it. The result
+  // stays a view, as PyTorch's (a write goes through to the shared memory); indexing a copy of
+  // all of self instead made list(x) quadratic in time and memory.
+  const bool view_ops = track && autograd::grad_enabled() &&
+                        autograd::maybe_overlapping(self->sizes(), self->strides());
   PyObject* o = index.ptr();
   auto basic = [&](PyObject* const* items, Py_ssize_t n, bool tuple) {
-    if (python_dispatch::on() && python_dispatch_wanted(self))
+    if (view_ops || (python_dispatch::on() && python_dispatch_wanted(self)))
       return basic_index_dispatched(self, items, n);
     Tensor v = basic_index(self, items, n);
     // Untracked: a[0] of an output a of split/chunk/unbind keeps its in-place restriction.
@@ -425,7 +428,7 @@ Tensor getitem(const Tensor& self, py::handle index) {
     for (Py_ssize_t i = 0; i < n && all_basic; ++i) all_basic = is_basic(PyTuple_GET_ITEM(o, i));
     if (all_basic) return basic(&PyTuple_GET_ITEM(o, 0), n, true);
   }
-  if (python_dispatch::on() && is_python_dispatch_subclass(self)) {
+  if (view_ops || (python_dispatch::on() && is_python_dispatch_subclass(self))) {
     // The basic part as dispatched views of the subclass instance, then aten.index.Tensor on
     // that view with the advanced indices (as the plain path, whose view is made directly).
     Indexed sub = apply_indices(self, o);

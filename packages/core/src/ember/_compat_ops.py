@@ -559,6 +559,11 @@ def copysign(input: Tensor, other: Tensor | float) -> Tensor:
         if isinstance(v, Tensor) and v.is_complex():
             raise NotImplementedError(f"copysign: not implemented for complex tensors, got "
                                       f"{v.dtype}")
+    if isinstance(other, complex):  # float() would leak its own TypeError
+        raise NotImplementedError(f"copysign: not implemented for a complex number ({other!r})")
+    if not isinstance(other, Tensor) and not hasattr(other, "__float__"):
+        raise TypeError(f"copysign(): argument 'other' must be a Tensor or a number, not "
+                        f"{type(other).__name__}")
     o = other if isinstance(other, Tensor) else _C.tensor(float(other), device=input.device)
     x = input.to(_float_result_type(input, o)) if isinstance(other, Tensor) else \
         _float_of(input)
@@ -1295,7 +1300,7 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
     if index.is_floating_point() or index.dtype == _C.bool:
         raise RuntimeError(f"put_(): Expected a long tensor for index, but got {index.dtype}")
     if index.numel() != source.numel():
-        raise RuntimeError(f"put_(): Expected source and index to have the same number of "
+        raise IndexError(f"put_(): Expected source and index to have the same number of "
                            f"elements, but got source.numel() = {source.numel()}, "
                            f"index.numel() = {index.numel()}")
     n = input.numel()

@@ -36,6 +36,11 @@ def _requires_grad(values: Any) -> bool:
     return False
 
 
+def _refuse_grad(op: str) -> None:
+    raise RuntimeError(f"{op}(): functions with out=... arguments don't support automatic "
+                       "differentiation, but one of the arguments requires grad.")
+
+
 def write_out(op: str, out: Any, compute: Callable[[], Tensor], inputs: Any = (),
               exact: bool = False) -> Tensor:
     """compute()'s result written into ``out`` (returned), after the checks every op with out=
@@ -43,10 +48,16 @@ def write_out(op: str, out: Any, compute: Callable[[], Tensor], inputs: Any = ()
     result casts to (``exact``: the result's own dtype), the same device; resized as needed."""
     if not isinstance(out, Tensor):
         raise TypeError(f"{op}(): argument 'out' must be Tensor, not {type(out).__name__}")
-    if _C.is_grad_enabled() and (out.requires_grad or _requires_grad(inputs)):
-        raise RuntimeError(f"{op}(): functions with out=... arguments don't support automatic "
-                           "differentiation, but one of the arguments requires grad.")
-    result = compute()
+    grad = _C.is_grad_enabled()
+    if grad and out.requires_grad:
+        _refuse_grad(op)
+    if grad and _requires_grad(inputs):
+        result = compute()
+        # a bool result (signbit, isin, ...) has no gradient to lose: torch takes it
+        if result.requires_grad or result.dtype != _C.bool:
+            _refuse_grad(op)
+    else:
+        result = compute()
     _C._prepare_out(out, result, op, exact)
     return out.copy_(result)
 

@@ -1077,8 +1077,17 @@ def cond(A: Tensor, p: Any = None, *, out: Tensor | None = None) -> Tensor:
     if p in (None, 2, -2):
         S = svdvals(A)
         r = S[..., 0] / S[..., -1] if p != -2 else S[..., -1] / S[..., 0]
+    elif p == "nuc":  # PyTorch's: from the singular values (a singular A: huge, or NaN for 0)
+        S = svdvals(A)
+        r = S.sum(-1) * S.reciprocal().sum(-1)
     else:
-        r = matrix_norm(A, p) * matrix_norm(inv(A), p)
+        # A singular matrix's condition number is inf (PyTorch), not an error: where inv_ex
+        # reports a zero pivot the inverse is zeroed (its norm stays finite) and the result
+        # replaced by inf.
+        Ai, info = inv_ex(A)
+        singular = info > 0
+        Ai = Ai.masked_fill(singular[..., None, None], 0)
+        r = (matrix_norm(A, p) * matrix_norm(Ai, p)).masked_fill(singular, math.inf)
     return _out(r, out, "linalg.cond", exact=False)
 
 

@@ -55,9 +55,13 @@ def _tensor(name: str, x: Any) -> Tensor:
     raise TypeError(f"special.{name}(): expected a Tensor, got {type(x).__name__}")
 
 
-def _scalar_like(v: Any, like: Tensor) -> Tensor:
+def _scalar_like(v: Any, like: Tensor, name: str = "") -> Tensor:
     """A Python number as a tensor shaped like ``like``, in like's dtype when that is floating
     (a scalar does not promote it), else the default float dtype (2.5 must not truncate)."""
+    if isinstance(v, complex):  # as torch's kernels: no complex (float(v) would leak its error)
+        raise NotImplementedError(f"{name}: not implemented for a complex number ({v!r})")
+    if not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
+        raise TypeError(f"{name}(): expected a Tensor or a number, got {type(v).__name__}")
     dt = like.dtype if like.is_floating_point() else ember.get_default_dtype()
     if dt in (ember.float16, ember.bfloat16) and abs(float(v)) > ember.finfo(dt).max:
         dt = ember.float32  # 2**20 must not overflow float16 (the caller casts the result back)
@@ -228,8 +232,8 @@ def xlogy(input: Tensor | float, other: Tensor | float) -> Tensor:
     """
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         raise TypeError("xlogy(): expected at least one Tensor argument")
-    y = other if isinstance(other, Tensor) else _scalar_like(other, input)
-    x = input if isinstance(input, Tensor) else _scalar_like(input, y)
+    y = other if isinstance(other, Tensor) else _scalar_like(other, input, "xlogy")
+    x = input if isinstance(input, Tensor) else _scalar_like(input, y, "xlogy")
     x, y = _promoted_floats("xlogy", x, y)
     if x.shape != y.shape:  # (only then: broadcast_tensors gives a tangent-less side zeros)
         x, y = ember.broadcast_tensors(x, y)
@@ -300,8 +304,8 @@ def xlog1py(input: Tensor | float, other: Tensor | float) -> Tensor:
     """``x * log1p(y)``, 0 where ``x == 0`` (NaN where ``y`` is NaN)."""
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         raise TypeError("xlog1py(): expected at least one Tensor argument")
-    y = other if isinstance(other, Tensor) else _scalar_like(other, input)
-    x = input if isinstance(input, Tensor) else _scalar_like(input, y)
+    y = other if isinstance(other, Tensor) else _scalar_like(other, input, "xlog1py")
+    x = input if isinstance(input, Tensor) else _scalar_like(input, y, "xlog1py")
     x, y = _promoted_floats("xlog1py", x, y)
     zero = x == 0
     safe = ember.where(zero, ember.zeros_like(y), y)

@@ -89,10 +89,11 @@ inline T at(const char* p) {
 // The index values as a contiguous int64 tensor of index's shape, each checked to lie in
 // [0, size) -- or [-size, size), negatives wrapped, when allow_negative.
 Tensor checked_index(const Tensor& index, int64_t size, int64_t dim, bool allow_negative,
-                     const char* op) {
+                     const char* op, ErrorKind kind = ErrorKind::Index) {
   Tensor idx = contiguous_as(index, ScalarType::Int64);
   const int64_t n = idx->numel();
-  if (!check_index_range(idx->data_as<int64_t>(), n, size, dim, allow_negative, op)) return idx;
+  if (!check_index_range(idx->data_as<int64_t>(), n, size, dim, allow_negative, op, kind))
+    return idx;
   if (idx == index) idx = dispatch::clone(index);
   int64_t* w = idx->data_as<int64_t>();
   for (int64_t i = 0; i < n; ++i)
@@ -378,7 +379,8 @@ Tensor gather_impl(const Tensor& self, int64_t dim, const Tensor& index, const T
   Tensor s1 = as_1d(self);
   OutArg o = make_out(out, index->sizes(), self->dtype(), op, {self, index});
   if (index->numel() == 0) return o.done();
-  Tensor idx = as_1d(checked_index(index, s1->size(dim), dim, allow_negative, op));
+  Tensor idx =
+      as_1d(checked_index(index, s1->size(dim), dim, allow_negative, op, ErrorKind::Runtime));
   Tensor res = as_1d(o.result);
   const DimVector& shape = idx->sizes();
   TensorIterator it =
@@ -437,7 +439,7 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
   Tensor target = inplace_target(self, out, op, {self, index, src});
   if (index->numel() == 0) return target;
   Tensor t1 = as_1d(target);
-  Tensor idx = as_1d(checked_index(index, t1->size(dim), dim, false, op));
+  Tensor idx = as_1d(checked_index(index, t1->size(dim), dim, false, op, ErrorKind::Runtime));
   Tensor srcv = src1 ? src1 : expand_view(value_tensor(value, self->dtype(), op), idx->sizes());
   if (!include_self && red != Reduce::Assign)
     scatter_kernel(t1, dim, idx, expand_view(reduce_identity(red, self->dtype()), idx->sizes()),
@@ -485,9 +487,10 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index, const 
   EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
                    shape_str(index->sizes()));
   dim = wrap_dim(dim, self->dim(), op);
-  EMBER_CHECK_KIND(self->dim() > 0 || index->numel() == 1, Index, op,
+  EMBER_CHECK_KIND(self->dim() > 0 || index->numel() == 1, Runtime, op,
                    ": Index to scalar can have only 1 value, got ", index->numel(), " value(s)");
   Tensor s1 = as_1d(self);
+  // out of range: IndexError, as torch's index_select (its gather / scatter raise RuntimeError)
   Tensor idx = checked_index(index, s1->size(dim), dim, false, op);
   DimVector shape = s1->sizes();
   shape[dim] = idx->numel();
@@ -542,7 +545,7 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
   dim = wrap_dim(dim, self->dim(), op);
   check_index_source(self, dim, index, source, op);
   Tensor target = inplace_target(self, out, op, {self, index, source});
-  Tensor idx = checked_index(index, as_1d(target)->size(dim), dim, false, op);
+  Tensor idx = checked_index(index, as_1d(target)->size(dim), dim, false, op, ErrorKind::Runtime);
   index_put_along_dim(target, dim, idx, source, true, alpha, op);
   return target;
 }
@@ -563,7 +566,7 @@ Tensor index_fill_(const Tensor& self, int64_t dim, const Tensor& index,
                    const TensorOrScalar& value) {
   const char* op = "index_fill_()";
   check_index_dtype(index, op, false, ErrorKind::Index);
-  EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
+  EMBER_CHECK_KIND(index->dim() <= 1, Runtime, op, ": index is supposed to be a vector, got shape ",
                    shape_str(index->sizes()));
   dim = wrap_dim(dim, self->dim(), op);
   Tensor v = value_tensor(value, self->dtype(), op);

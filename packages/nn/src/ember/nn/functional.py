@@ -905,9 +905,10 @@ def _conv(op: str, nd: int, input: Tensor, weight: Tensor, bias: Tensor | None, 
     dilation = _tuple(dilation, nd, "dilation", op)
     if isinstance(padding, str):
         if padding not in ("same", "valid"):
-            raise ValueError(f"{op}: padding must be 'same', 'valid' or ints, got {padding!r}")
+            # RuntimeError as torch's functional form (its modules raise ValueError)
+            raise RuntimeError(f"{op}: padding must be 'same', 'valid' or ints, got {padding!r}")
         if padding == "same" and any(s != 1 for s in stride):
-            raise ValueError(f"{op}: padding='same' is not supported for strided convolutions")
+            raise RuntimeError(f"{op}: padding='same' is not supported for strided convolutions")
     else:
         padding = _tuple(padding, nd, "padding", op)
     real_op = getattr(_C, op)
@@ -1153,7 +1154,7 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     _check_dim("avg_pool2d", input, (3, 4), "(N, C, H, W) or (C, H, W)")
     k, s, p, _ = _pool_args("avg_pool2d", 2, kernel_size, stride, padding)
     if divisor_override is not None and divisor_override == 0:
-        raise ValueError("avg_pool2d: divisor_override must not be 0")
+        raise RuntimeError("avg_pool2d: divisor_override must not be 0")  # PyTorch's class
     return _C.avg_pool2d(input, k, s, p, ceil_mode, count_include_pad, divisor_override)
 
 
@@ -1169,7 +1170,7 @@ def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     _check_dim("avg_pool3d", input, (4, 5), "(N, C, D, H, W) or (C, D, H, W)")
     k, s, p, _ = _pool_args("avg_pool3d", 3, kernel_size, stride, padding)
     if divisor_override is not None and divisor_override == 0:
-        raise ValueError("avg_pool3d: divisor_override must not be 0")
+        raise RuntimeError("avg_pool3d: divisor_override must not be 0")  # PyTorch's class
     return _C.avg_pool3d(input, k, s, p, ceil_mode, count_include_pad, divisor_override)
 
 
@@ -2125,10 +2126,10 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
             f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}"
         )
     if value is not None and value != 0:
-        raise ValueError(f"pad: padding mode {mode!r} doesn't take in value argument")
+        raise RuntimeError(f"pad: padding mode {mode!r} doesn't take in value argument")
     n = len(pad) // 2
     if input.ndim < n + 1:  # PyTorch's rule: the padded dims plus a channel (or batch) dim
-        raise RuntimeError(
+        raise NotImplementedError(  # as for too many dims (PyTorch's class)
             f"pad: {mode} padding of {n} dims needs a {n + 1}-D or {n + 2}-D input, got shape "
             f"{_shape(input)}"
         )
@@ -2223,12 +2224,13 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
                 f"{scale_factor!r}"
             )
         if not all(math.isfinite(s) for s in sf):
-            raise ValueError(f"interpolate: scale_factor must be finite, got {scale_factor!r} "
+            raise RuntimeError(f"interpolate: scale_factor must be finite, got {scale_factor!r} "
                              f"for input {_shape(input)}")
         out_sizes = [int(math.floor(i * s)) for i, s in zip(in_sizes, sf)]
         scales = [None] * nd if recompute_scale_factor else list(sf)
     if any(o <= 0 for o in out_sizes):
-        raise ValueError(f"interpolate: output size {out_sizes} must be positive")
+        raise RuntimeError(f"interpolate: output size {out_sizes} must be positive (input "
+                           f"{_shape(input)})")
     if any(o >= 2**63 for o in out_sizes):
         # a huge size or finite scale_factor would otherwise fail to convert to int64 in the
         # kernel's binding, without naming interpolate (the classes are PyTorch's)
