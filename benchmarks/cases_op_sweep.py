@@ -296,6 +296,31 @@ def _conv1x1(fw):
                 w=_cl(fw, fw.randn(256, 64, 1, 1, seed=1)))
 
 
+def _conv_cl(shape, wshape, dtype=None):
+    """channels-last input and weight (float32, or float64 with dtype="float64")."""
+
+    def make(fw, grad):
+        x, w = fw.randn(*shape), fw.randn(*wshape, seed=1)
+        if dtype is not None:
+            x, w = x.to(getattr(fw.mod, dtype)), w.to(getattr(fw.mod, dtype))
+        x, w = _cl(fw, x), _cl(fw, w)
+        if grad:
+            x.requires_grad_(True)
+            w.requires_grad_(True)
+        return {"x": x, "w": w}
+
+    return make
+
+
+_fwd_bwd("conv2d 1x1 64->256 channels_last (16,64,56,56)", "F.conv2d(x, w)",
+         _conv_cl(CV, (256, 64, 1, 1)), (16, 256, 56, 56), rtol=1e-3, atol=1e-2)
+_fwd_bwd("conv2d 3x3 s2 64->128 channels_last (16,64,56,56)", "F.conv2d(x, w, None, 2, 1)",
+         _conv_cl(CV, (128, 64, 3, 3)), (16, 128, 28, 28), rtol=1e-3, atol=1e-2)
+_fwd_bwd("conv2d 3x3 32->32 channels_last float64 (4,32,28,28)", "F.conv2d(x, w, None, 1, 1)",
+         _conv_cl((4, 32, 28, 28), (32, 32, 3, 3), "float64"), (4, 32, 28, 28), rtol=1e-6,
+         atol=1e-6)
+
+
 PL = (16, 64, 112, 112)
 
 
@@ -463,6 +488,21 @@ def _t_ctor(fw):
 @case("sweep/tiny zeros(4,4)", unit="us", check=False)
 def _t_zeros(fw):
     return Stmt("E.zeros(4, 4)", E=fw.mod)
+
+
+@case("sweep/tiny ones(4,4)", unit="us", check=False)
+def _t_ones(fw):
+    return Stmt("E.ones(4, 4)", E=fw.mod)
+
+
+@case("sweep/tiny full((4,4), 2.5)", unit="us", check=False)
+def _t_full(fw):
+    return Stmt("E.full((4, 4), 2.5)", E=fw.mod)
+
+
+@case("sweep/tiny zeros_like (4,4)", unit="us", check=False)
+def _t_zeros_like(fw):
+    return Stmt("E.zeros_like(a)", E=fw.mod, a=fw.randn(4, 4))
 
 
 @case("sweep/tiny cat 3x(4,4)", unit="us", check=False)

@@ -1,6 +1,9 @@
 // Copies, fills, conversions and basic factories (ops/tensor.yaml): composites over empty() and
 // the device's `_copy_from` kernel, so every device that registers those gets them. Copies
 // between devices are built here from the backends' byte copies (core/backend.h).
+#include <algorithm>
+#include <cstring>
+
 #include "core/backend.h"
 #include "core/storageless.h"
 #include "kernels/iterator.h"
@@ -147,6 +150,28 @@ Tensor fill_(const Tensor& self, const TensorOrScalar& value) {
 
 Tensor zero_(const Tensor& self) { return fill_(self, Scalar(int64_t(0))); }
 
+namespace {
+// A factory's fill of its fresh tensor: a small CPU one gets the value stored once and repeated
+// (a zero by memset), without the TensorIterator setup, which costs as much as the rest of a
+// zeros(4, 4). Larger ones take fill_ (parallel).
+Tensor fill_fresh(const Tensor& t, const Scalar& value) {
+  const int64_t bytes = t->numel() * static_cast<int64_t>(t->itemsize());
+  if (!t->device().is_cpu() || !t->is_contiguous() || bytes == 0 || bytes > (32 << 10) ||
+      !t->storage() || !t->storage()->data.get())
+    return fill_(t, value);
+  check_scalar_fits(value, t->dtype(), "fill_");
+  char* p = t->data();
+  const size_t item = t->itemsize(), n = static_cast<size_t>(bytes);
+  store_scalar(value, t->dtype(), p);
+  if (std::all_of(p, p + item, [](char c) { return c == 0; })) {
+    std::memset(p, 0, n);
+    return t;
+  }
+  for (size_t done = item; done < n; done *= 2) std::memcpy(p + done, p, std::min(done, n - done));
+  return t;
+}
+}  // namespace
+
 // Tensor.to(dtype): PyTorch's _to_copy, so a dense input keeps its layout and a dispatch mode
 // sees the op it knows.
 Tensor to_dtype(const Tensor& self, ScalarType dtype, bool copy) {
@@ -159,18 +184,18 @@ Tensor empty(const DimVector& size, std::optional<ScalarType> dtype, std::option
 }
 
 Tensor zeros(const DimVector& size, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return fresh(zero_(empty(size, dtype, device)));
+  return fresh(fill_fresh(empty(size, dtype, device), Scalar(int64_t(0))));
 }
 
 Tensor ones(const DimVector& size, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return fresh(fill_(empty(size, dtype, device), Scalar(int64_t(1))));
+  return fresh(fill_fresh(empty(size, dtype, device), Scalar(int64_t(1))));
 }
 
 Tensor full(const DimVector& size, const Scalar& value, std::optional<ScalarType> dtype,
             std::optional<Device> device) {
   // An int infers int64 even from 2**63 up (which then overflows, as in PyTorch).
   const ScalarType inferred = value.is_unsigned() ? ScalarType::Int64 : value.dtype();
-  return fresh(fill_(empty(size, dtype.value_or(inferred), device), value));
+  return fresh(fill_fresh(empty(size, dtype.value_or(inferred), device), value));
 }
 
 Tensor empty_strided(const DimVector& size, const DimVector& stride,
@@ -186,15 +211,15 @@ Tensor empty_like(const Tensor& self, std::optional<ScalarType> dtype,
 }
 Tensor zeros_like(const Tensor& self, std::optional<ScalarType> dtype,
                   std::optional<Device> device) {
-  return fresh(zero_(empty_like(self, dtype, device)));
+  return fresh(fill_fresh(empty_like(self, dtype, device), Scalar(int64_t(0))));
 }
 Tensor ones_like(const Tensor& self, std::optional<ScalarType> dtype,
                  std::optional<Device> device) {
-  return fresh(fill_(empty_like(self, dtype, device), Scalar(int64_t(1))));
+  return fresh(fill_fresh(empty_like(self, dtype, device), Scalar(int64_t(1))));
 }
 Tensor full_like(const Tensor& self, const Scalar& value, std::optional<ScalarType> dtype,
                  std::optional<Device> device) {
-  return fresh(fill_(empty_like(self, dtype, device), value));
+  return fresh(fill_fresh(empty_like(self, dtype, device), value));
 }
 
 Tensor new_empty(const Tensor& self, const DimVector& size, std::optional<ScalarType> dtype,
@@ -203,15 +228,15 @@ Tensor new_empty(const Tensor& self, const DimVector& size, std::optional<Scalar
 }
 Tensor new_zeros(const Tensor& self, const DimVector& size, std::optional<ScalarType> dtype,
                  std::optional<Device> device) {
-  return fresh(zero_(new_empty(self, size, dtype, device)));
+  return fresh(fill_fresh(new_empty(self, size, dtype, device), Scalar(int64_t(0))));
 }
 Tensor new_ones(const Tensor& self, const DimVector& size, std::optional<ScalarType> dtype,
                 std::optional<Device> device) {
-  return fresh(fill_(new_empty(self, size, dtype, device), Scalar(int64_t(1))));
+  return fresh(fill_fresh(new_empty(self, size, dtype, device), Scalar(int64_t(1))));
 }
 Tensor new_full(const Tensor& self, const DimVector& size, const Scalar& value,
                 std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return fresh(fill_(new_empty(self, size, dtype, device), value));
+  return fresh(fill_fresh(new_empty(self, size, dtype, device), value));
 }
 
 }  // namespace composite

@@ -766,6 +766,210 @@ void channel_sums(const T* x, T* out, int64_t N, int64_t C, int64_t P) {
                });
 }
 
+// ---- channels-last convolution ----------------------------------------------------------------
+// With the input in channels-last memory (N, *in, C), the im2col matrix of a block of output
+// positions has one row per position (n, od, oh, ow) and columns (kd, kh, kw, c): each window
+// tap is C / G contiguous channels of one pixel, so the matrix is a few memcpys per position,
+// and the output (N, *out, Co) is that matrix times the weight reordered to (Co, kd, kh, kw, c),
+// a plain BLAS product with no layout conversion. A 1x1 convolution with stride 1 and no
+// padding needs no matrix at all: the input's pixels are its rows. The backward passes are the
+// same products transposed: d columns = grad_output @ W (folded back onto the input pixels), and
+// d W = grad_output^T @ columns summed over blocks.
+
+// The channels-last geometry: per-sample sizes, channels per group, rows per column block.
+struct ClGeom {
+  Geom g;
+  int64_t N = 0, C = 0, Co = 0, G = 1, Cg = 0, Cog = 0, K = 0, KC = 0, P = 0, L = 0;
+  bool pw = false;    // 1x1, stride 1, no padding: the input is its own column matrix
+  int64_t block = 0;  // output positions per column block (within one sample)
+  ClGeom(const Geom& geom, int64_t n, int64_t c, int64_t co, int64_t groups, size_t item)
+      : g(geom), N(n), C(c), Co(co), G(groups) {
+    Cg = C / G, Cog = Co / G, K = g.kernel_numel(), KC = K * Cg;
+    P = g.in_numel(), L = g.out_numel();
+    pw = is_pointwise(g);
+    // About 1 MiB of columns per block (an L2's worth), from 32 rows up.
+    const int64_t rows = (int64_t{1} << 20) / std::max<int64_t>(1, KC * int64_t(item));
+    block = std::max<int64_t>(1, std::min(L, std::max<int64_t>(32, rows)));
+  }
+};
+
+// cols (R x KC, rows ld apart) = the windows of group gi at the output positions [l0, l0 + R) of
+// sample x (P pixels of C channels): row r, column t * Cg + c holds the input at tap t of the
+// window (zero where it falls in the padding).
+template <class T>
+void im2col_cl(const T* x, const ClGeom& q, int64_t gi, int64_t l0, int64_t R, T* cols,
+               int64_t ld) {
+  const Geom& g = q.g;
+  const int64_t Cg = q.Cg;
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t l = l0 + r, ow = l % g.out[2], oh = l / g.out[2] % g.out[1];
+    const int64_t od = l / (g.out[2] * g.out[1]);
+    T* row = cols + r * ld;
+    for (int64_t kd = 0; kd < g.ks[0]; ++kd) {
+      const int64_t id = od * g.st[0] - g.pd[0] + kd * g.dl[0];
+      for (int64_t kh = 0; kh < g.ks[1]; ++kh) {
+        const int64_t ih = oh * g.st[1] - g.pd[1] + kh * g.dl[1];
+        const bool in_rows = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1];
+        const T* xr = x + (id * g.in[1] + ih) * g.in[2] * q.C + gi * Cg;
+        for (int64_t kw = 0; kw < g.ks[2]; ++kw, row += Cg) {
+          const int64_t iw = ow * g.st[2] - g.pd[2] + kw * g.dl[2];
+          if (in_rows && iw >= 0 && iw < g.in[2])
+            std::memcpy(row, xr + iw * q.C, sizeof(T) * Cg);
+          else
+            std::fill(row, row + Cg, T(0));
+        }
+      }
+    }
+  }
+}
+
+// x (the sample's P pixels of C channels) += the fold of cols (as im2col_cl writes them).
+template <class T>
+void col2im_cl(const T* cols, int64_t ld, const ClGeom& q, int64_t gi, int64_t l0, int64_t R,
+               T* x) {
+  const Geom& g = q.g;
+  const int64_t Cg = q.Cg;
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t l = l0 + r, ow = l % g.out[2], oh = l / g.out[2] % g.out[1];
+    const int64_t od = l / (g.out[2] * g.out[1]);
+    const T* row = cols + r * ld;
+    for (int64_t kd = 0; kd < g.ks[0]; ++kd) {
+      const int64_t id = od * g.st[0] - g.pd[0] + kd * g.dl[0];
+      for (int64_t kh = 0; kh < g.ks[1]; ++kh) {
+        const int64_t ih = oh * g.st[1] - g.pd[1] + kh * g.dl[1];
+        const bool in_rows = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1];
+        T* xr = x + (id * g.in[1] + ih) * g.in[2] * q.C + gi * Cg;
+        for (int64_t kw = 0; kw < g.ks[2]; ++kw, row += Cg) {
+          const int64_t iw = ow * g.st[2] - g.pd[2] + kw * g.dl[2];
+          if (!in_rows || iw < 0 || iw >= g.in[2]) continue;
+          T* dst = xr + iw * q.C;
+          for (int64_t c = 0; c < Cg; ++c) dst[c] += row[c];
+        }
+      }
+    }
+  }
+}
+
+// Runs f(n, l0, R, buf, slot) over every column block of every sample, buf_elems of scratch
+// per worker. Samples are shared out whole (fixed runs per slot, as over_samples), so the blocks
+// of one sample run in order on one thread (the input gradient folds blocks into overlapping
+// pixels); a single sample lets BLAS thread its products instead.
+template <class T, class F>
+void over_cl_blocks(const ClGeom& q, int64_t buf_elems, const F& f) {
+  over_samples<T>(q.N, buf_elems, [&](int64_t n, T* buf, int64_t slot) {
+    for (int64_t l0 = 0; l0 < q.L; l0 += q.block) f(n, l0, std::min(q.block, q.L - l0), buf, slot);
+  });
+}
+
+// w (Co, Cg, *ks) -> wr (Co, *ks, Cg): the weight in the channels-last columns' order.
+template <class T>
+void weight_to_cl(const T* w, T* wr, int64_t Co, int64_t Cg, int64_t K) {
+  for (int64_t o = 0; o < Co; ++o)
+    for (int64_t c = 0; c < Cg; ++c)
+      for (int64_t t = 0; t < K; ++t) wr[(o * K + t) * Cg + c] = w[(o * Cg + c) * K + t];
+}
+
+// out (N, *out, Co) = conv(x (N, *in, C)) + bias, both channels-last.
+template <class T>
+void conv_forward_cl(const T* x, const T* w, const T* bias, T* out, const ClGeom& q) {
+  std::vector<T> wr(q.Co * q.KC);
+  weight_to_cl(w, wr.data(), q.Co, q.Cg, q.K);
+  auto add_bias = [&](T* o, int64_t R) {
+    if (!bias) return;
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < q.Co; ++c) o[r * q.Co + c] += bias[c];
+  };
+  if (q.pw) {  // one product per group over all pixels (BLAS threads it)
+    for (int64_t gi = 0; gi < q.G; ++gi)
+      gemm_rowmajor<T>(false, true, q.N * q.L, q.Cog, q.Cg, T(1), x + gi * q.Cg, q.C,
+                       wr.data() + gi * q.Cog * q.KC, q.KC, T(0), out + gi * q.Cog, q.Co);
+    add_bias(out, q.N * q.L);
+    return;
+  }
+  over_cl_blocks<T>(q, q.block * q.KC, [&](int64_t n, int64_t l0, int64_t R, T* cols, int64_t) {
+    const T* xn = x + n * q.P * q.C;
+    T* on = out + (n * q.L + l0) * q.Co;
+    for (int64_t gi = 0; gi < q.G; ++gi) {
+      im2col_cl<T>(xn, q, gi, l0, R, cols, q.KC);
+      gemm_rowmajor<T>(false, true, R, q.Cog, q.KC, T(1), cols, q.KC, wr.data() + gi * q.Cog * q.KC,
+                       q.KC, T(0), on + gi * q.Cog, q.Co);
+    }
+    add_bias(on, R);
+  });
+}
+
+// gi (N, *in, C) = d input of conv_forward_cl for grad_output go (N, *out, Co).
+template <class T>
+void conv_input_grad_cl(const T* go, const T* w, T* gi_out, const ClGeom& q) {
+  std::vector<T> wr(q.Co * q.KC);
+  weight_to_cl(w, wr.data(), q.Co, q.Cg, q.K);
+  if (q.pw) {
+    for (int64_t gi = 0; gi < q.G; ++gi)
+      gemm_rowmajor<T>(false, false, q.N * q.L, q.Cg, q.Cog, T(1), go + gi * q.Cog, q.Co,
+                       wr.data() + gi * q.Cog * q.KC, q.KC, T(0), gi_out + gi * q.Cg, q.C);
+    return;
+  }
+  std::fill(gi_out, gi_out + q.N * q.P * q.C, T(0));
+  over_cl_blocks<T>(q, q.block * q.KC, [&](int64_t n, int64_t l0, int64_t R, T* cols, int64_t) {
+    T* xn = gi_out + n * q.P * q.C;
+    const T* gn = go + (n * q.L + l0) * q.Co;
+    for (int64_t gi = 0; gi < q.G; ++gi) {
+      gemm_rowmajor<T>(false, false, R, q.KC, q.Cog, T(1), gn + gi * q.Cog, q.Co,
+                       wr.data() + gi * q.Cog * q.KC, q.KC, T(0), cols, q.KC);
+      col2im_cl<T>(cols, q.KC, q, gi, l0, R, xn);
+    }
+  });
+}
+
+// gw (Co, Cg, *ks) = d weight of conv_forward_cl: per group the sum over blocks of
+// grad_output^T @ columns, in per-worker partials (fixed samples per worker: reproducible).
+template <class T>
+void conv_weight_grad_cl(const T* go, const T* x, T* gw, const ClGeom& q) {
+  const int64_t wsize = q.Co * q.KC;
+  std::vector<T> acc(wsize, T(0));
+  if (q.pw) {
+    for (int64_t gi = 0; gi < q.G; ++gi)
+      gemm_rowmajor<T>(true, false, q.Cog, q.Cg, q.N * q.L, T(1), go + gi * q.Cog, q.Co,
+                       x + gi * q.Cg, q.C, T(0), acc.data() + gi * q.Cog * q.KC, q.KC);
+  } else {
+    const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), q.N));
+    std::vector<T> parts(slots * wsize, T(0));
+    over_cl_blocks<T>(q, q.block * q.KC,
+                      [&](int64_t n, int64_t l0, int64_t R, T* cols, int64_t slot) {
+                        const T* xn = x + n * q.P * q.C;
+                        const T* gn = go + (n * q.L + l0) * q.Co;
+                        T* part = parts.data() + slot * wsize;
+                        for (int64_t gi = 0; gi < q.G; ++gi) {
+                          im2col_cl<T>(xn, q, gi, l0, R, cols, q.KC);
+                          gemm_rowmajor<T>(true, false, q.Cog, q.KC, R, T(1), gn + gi * q.Cog, q.Co,
+                                           cols, q.KC, T(1), part + gi * q.Cog * q.KC, q.KC);
+                        }
+                      });
+    for (int64_t t = 0; t < slots; ++t)
+      for (int64_t i = 0; i < wsize; ++i) acc[i] += parts[t * wsize + i];
+  }
+  // (Co, *ks, Cg) -> (Co, Cg, *ks)
+  for (int64_t o = 0; o < q.Co; ++o)
+    for (int64_t c = 0; c < q.Cg; ++c)
+      for (int64_t t = 0; t < q.K; ++t)
+        gw[(o * q.Cg + c) * q.K + t] = acc[(o * q.K + t) * q.Cg + c];
+}
+
+// Sums of each channel of channels-last x (rows of C): the bias gradient.
+template <class T>
+void channel_sums_cl(const T* x, T* out, int64_t rows, int64_t C) {
+  std::vector<double> acc(C, 0.0);
+  std::vector<T> part(C);
+  constexpr int64_t kRows = 256;  // rows summed in T, blocks of them in double
+  for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+    std::fill(part.begin(), part.end(), T(0));
+    for (int64_t r = r0; r < std::min(rows, r0 + kRows); ++r)
+      for (int64_t c = 0; c < C; ++c) part[c] += x[r * C + c];
+    for (int64_t c = 0; c < C; ++c) acc[c] += static_cast<double>(part[c]);
+  }
+  for (int64_t c = 0; c < C; ++c) out[c] = static_cast<T>(acc[c]);
+}
+
 using nn::check_conv;
 using nn::ConvArgs;
 
@@ -813,6 +1017,16 @@ Tensor conv_layout(const Tensor& out, const Tensor& weight, bool cl) {
   return y;
 }
 
+// Whether a convolution runs on the channels-last kernels above: a batched, non-transposed one
+// whose result PyTorch lays out channels-last (conv_channels_last), float32 / float64, with
+// input channels and output positions (the others take the general path's special cases).
+bool cl_conv_applies(const Tensor& input, const Tensor& weight, const ConvArgs& a, bool transposed,
+                     bool cl) {
+  const ScalarType dt = input->dtype();
+  return cl && !transposed && input->dim() == weight->dim() && input->device().is_cpu() &&
+         (dt == ScalarType::Float32 || dt == ScalarType::Float64) && weight->dtype() == dt &&
+         a.C > 0 && a.N > 0;
+}
 }  // namespace
 
 Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -829,6 +1043,22 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
   Tensor x = as_compute(input), w = as_compute(weight), b = as_compute(bias);
   if (depthwise_conv_applies(a, transposed))
     return conv_layout(to_dtype(depthwise_conv(x, w, b, a), input->dtype()), weight, cl);
+  if (!depthwise_conv_applies(a, transposed) && cl_conv_applies(input, weight, a, transposed, cl)) {
+    Tensor xc = nn::as_channels_last(input, true), wc = nn::contig(weight);
+    Tensor bc = bias ? nn::contig(bias, input->dtype()) : Tensor();
+    Geom g = nn::make_window_geom(op, trailing(xc, k), a.ks, a.dl, a.pd, a.st);
+    DimVector shape{a.N, a.Co};
+    for (int64_t d = 0; d < k; ++d) shape.push_back(g.out[3 - k + d]);
+    Tensor y = ember::empty_strided(shape, channels_last_strides(shape), xc->dtype(), xc->device());
+    if (y->numel() > 0)
+      dispatch_compute(xc->dtype(), op, [&](auto tag) {
+        using T = decltype(tag);
+        const ClGeom q(g, a.N, a.C, a.Co, a.G, sizeof(T));
+        conv_forward_cl<T>(xc->data_as<T>(), wc->data_as<T>(), bc ? bc->data_as<T>() : nullptr,
+                           y->data_as<T>(), q);
+      });
+    return y;
+  }
   DimVector out_shape{a.N, a.Co};
   Tensor out;
   // No input channels: every output is an empty sum, so the bias alone (the products below
@@ -871,6 +1101,48 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
   return conv_layout(to_dtype(out, input->dtype()), weight, cl);
 }
 
+namespace {
+// convolution_backward on the channels-last kernels (cl_conv_applies): grad_input channels-last.
+std::tuple<Tensor, Tensor, Tensor> conv_backward_cl(const char* op, const Tensor& grad_output,
+                                                    const Tensor& input, const Tensor& weight,
+                                                    const ConvArgs& a, bool input_grad,
+                                                    bool weight_grad, bool bias_grad) {
+  const ScalarType dt = input->dtype();
+  Tensor x = nn::as_channels_last(input, true), w = nn::contig(weight);
+  Tensor go = nn::as_channels_last(nn::cast(grad_output, dt), true);
+  Geom g = nn::make_window_geom(op, trailing(x, a.k), a.ks, a.dl, a.pd, a.st);
+  Tensor gi, gw, gb;
+  dispatch_compute(dt, op, [&](auto tag) {
+    using T = decltype(tag);
+    const ClGeom q(g, a.N, a.C, a.Co, a.G, sizeof(T));
+    if (input_grad) {
+      gi = ember::empty_strided(input->sizes(), channels_last_strides(input->sizes()), dt,
+                                x->device());
+      if (gi->numel() > 0) {
+        if (q.L == 0)
+          std::fill(gi->data_as<T>(), gi->data_as<T>() + gi->numel(), T(0));
+        else
+          conv_input_grad_cl<T>(go->data_as<T>(), w->data_as<T>(), gi->data_as<T>(), q);
+      }
+    }
+    if (weight_grad) {
+      gw = ember::empty(weight->sizes(), dt, x->device());
+      if (gw->numel() > 0) {
+        if (q.L == 0)
+          std::fill(gw->data_as<T>(), gw->data_as<T>() + gw->numel(), T(0));
+        else
+          conv_weight_grad_cl<T>(go->data_as<T>(), x->data_as<T>(), gw->data_as<T>(), q);
+      }
+    }
+    if (bias_grad) {
+      gb = ember::empty({a.Co}, dt, x->device());
+      channel_sums_cl<T>(go->data_as<T>(), gb->data_as<T>(), a.N * q.L, a.Co);
+    }
+  });
+  return {gi, gw, gb};
+}
+}  // namespace
+
 std::tuple<Tensor, Tensor, Tensor> convolution_backward(
     const Tensor& grad_output, const Tensor& input, const Tensor& weight, const DimVector& stride,
     const DimVector& padding, const DimVector& dilation, bool transposed,
@@ -882,6 +1154,9 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
   const int64_t k = a.k;
   nn::check_conv_grad_output(op, grad_output, input, weight, a, transposed);
   const ScalarType dt = input->dtype();
+  const bool cl = conv_channels_last(input, weight);
+  if (!depthwise_conv_applies(a, transposed) && cl_conv_applies(input, weight, a, transposed, cl))
+    return conv_backward_cl(op, grad_output, input, weight, a, input_grad, weight_grad, bias_grad);
   Tensor go = as_compute(grad_output), x = as_compute(input), w = as_compute(weight);
   const ScalarType ct = x->dtype();
   Tensor gi, gw, gb;
@@ -983,7 +1258,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
     });
     gb = to_dtype(gb, dt);
   }
-  return {conv_layout(gi, weight, conv_channels_last(input, weight)), gw, gb};
+  return {conv_layout(gi, weight, cl), gw, gb};
 }
 
 }  // namespace cpu
