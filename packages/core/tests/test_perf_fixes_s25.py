@@ -60,6 +60,12 @@ CONV_CASES = [
     ((2, 4, 8, 7), (6, 2, 3, 2), (2, 1), (1, 0), (1, 1), 2, True),     # strides, groups
     ((1, 3, 9, 8), (4, 3, 3, 2), (1, 2), (2, 1), (2, 3), 1, False),    # dilation, padding
     ((3, 5, 4, 4), (2, 5, 2, 2), (1, 1), (0, 0), (1, 1), 1, True),     # 3 samples
+    # 32+ channels per group: grouped convolutions on the channels-last kernels (fewer per
+    # group take the planar ones)
+    ((2, 64, 4, 3), (64, 32, 3, 3), (1, 1), (1, 1), (1, 1), 2, True),
+    ((1, 64, 5, 4), (96, 32, 1, 1), (1, 1), (0, 0), (1, 1), 2, False),
+    ((2, 64, 5, 5), (64, 32, 2, 3), (2, 1), (0, 1), (2, 1), 2, True),
+    ((1, 32, 4, 4), (32, 16, 3, 3), (1, 1), (1, 1), (1, 1), 2, True),  # 16 per group: planar
 ]
 
 
