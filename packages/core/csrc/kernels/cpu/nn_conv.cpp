@@ -811,8 +811,16 @@ void im2col_cl(const T* x, const ClGeom& q, int64_t gi, int64_t l0, int64_t R, T
         const int64_t ih = oh * g.st[1] - g.pd[1] + kh * g.dl[1];
         const bool in_rows = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1];
         const T* xr = x + (id * g.in[1] + ih) * g.in[2] * q.C + gi * Cg;
+        // One group and no dilation along the row: a window row inside the image is one run of
+        // KW pixels' channels (one copy instead of KW).
+        const int64_t iw0 = ow * g.st[2] - g.pd[2];
+        if (in_rows && Cg == q.C && g.dl[2] == 1 && iw0 >= 0 && iw0 + g.ks[2] <= g.in[2]) {
+          std::memcpy(row, xr + iw0 * q.C, sizeof(T) * Cg * g.ks[2]);
+          row += Cg * g.ks[2];
+          continue;
+        }
         for (int64_t kw = 0; kw < g.ks[2]; ++kw, row += Cg) {
-          const int64_t iw = ow * g.st[2] - g.pd[2] + kw * g.dl[2];
+          const int64_t iw = iw0 + kw * g.dl[2];
           if (in_rows && iw >= 0 && iw < g.in[2])
             std::memcpy(row, xr + iw * q.C, sizeof(T) * Cg);
           else
