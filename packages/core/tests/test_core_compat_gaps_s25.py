@@ -213,3 +213,22 @@ def test_keyword_only_method_arguments_match_torch() -> None:
             except TypeError:
                 outcome.append(("TypeError", None))
         assert outcome[0] == outcome[1], (name, args, outcome)
+
+
+def test_tensor_factories_keyword_only_dtype() -> None:
+    with pytest.raises(TypeError, match=r"tensor\(\) takes 1 positional argument but 2"):
+        ember.tensor([1, 2], ember.float64)
+    with pytest.raises(TypeError, match=r"as_tensor\(\) takes 1 positional argument but 2"):
+        ember.as_tensor([1, 2], ember.float64)
+    t = ember.tensor([1, 2], dtype=ember.float64)
+    assert t.dtype == ember.float64 and t.tolist() == [1.0, 2.0]
+    assert ember.as_tensor(t, dtype=ember.float64) is t
+
+
+@needs_torch
+def test_tensor_factories_keyword_only_dtype_match_torch() -> None:
+    for lib in (ember, torch):
+        for fn in (lib.tensor, lib.as_tensor):
+            with pytest.raises(TypeError):
+                fn([1.5], lib.float64)
+            assert fn([1.5], dtype=lib.float64).tolist() == [1.5]
