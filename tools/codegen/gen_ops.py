@@ -1130,9 +1130,11 @@ def gen_binding(op: Op, kind: str) -> str:
         recv = next((i for i, a in enumerate(args) if a.name == "self"), 0)
         decls.insert(0, decls.pop(recv))
         pyargs = py_args(args[:recv] + args[recv + 1:], rename_self=False, op_name=op.name)
-        if pyargs[:1] == ["py::kw_only()"]:
-            # pybind11 rejects the call when kw_only() opens a method's argument list; the
-            # arguments stay keywords in the stub and docs.
+        # A kw_only() that opens the list keeps the arguments keywords (x.round(decimals=1), as
+        # torch), except a Generator's: pybind11 retries an overload with conversions (which
+        # its None default needs) only when it has a positional argument, so x.random_() would
+        # match no overload. Those bindings refuse a positional generator themselves.
+        if pyargs[:1] == ["py::kw_only()"] and any(a.type == "Generator?" for a in args):
             pyargs = pyargs[1:]
     ret_type = "py::object" if (op.tuple_return or op.returns[0][0] == "Tensor[]" or op.release_gil
                                 or op.cpp_return == "void") else op.cpp_return

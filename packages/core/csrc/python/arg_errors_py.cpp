@@ -293,11 +293,21 @@ void install_arg_errors(py::module_ module, py::object tensor_class) {
   // binding of a name without one (zeros(*size), x.view(*size), x.clone(*, memory_format)) would
   // then fail for good on anything needing a conversion (a default None for a Generator*): those
   // keep their single overload (and sizes_from_args' own messages). One with no parameter at all
-  // (x.exp()) has nothing to convert.
-  auto drop_unsafe = [&specs] {
+  // (x.exp()) has nothing to convert, nor one whose keyword-only ints and bools take Python's
+  // ints and bools as they are (x.round(*, decimals), x.aminmax(*, dim, keepdim); PyTorch too
+  // refuses a NumPy bool for keepdim).
+  auto only_plain_keywords = [](const std::string& params) {
+    std::stringstream ss(params);
+    std::string item;
+    while (std::getline(ss, item, ';'))
+      if (item.rfind("k|int|", 0) != 0 && item.rfind("k|bool|", 0) != 0) return false;
+    return true;
+  };
+  auto drop_unsafe = [&specs, &only_plain_keywords] {
     for (auto it = specs.begin(); it != specs.end();) {
       const std::string& params = it->second[0];
-      bool safe = params.empty() || (";" + params).find(";p|") != std::string::npos;
+      bool safe = params.empty() || (";" + params).find(";p|") != std::string::npos ||
+                  only_plain_keywords(params);
       it = (it->second.size() == 1 && !safe) ? specs.erase(it) : std::next(it);
     }
   };

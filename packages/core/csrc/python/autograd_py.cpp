@@ -1,5 +1,9 @@
 // Python surface of autograd: Tensor.requires_grad / grad / grad_fn / is_leaf / detach, graph
 // nodes, grad mode, and the entry point of the engine (which runs without the GIL).
+#include <algorithm>
+#include <memory>
+#include <unordered_map>
+
 #include "autograd/autograd.h"
 #include "autograd/views.h"
 #include "python/python_autograd.h"
@@ -14,6 +18,42 @@ constexpr const char* kGradDtypeAdvice =
     "The gradient must match the tensor's grad_dtype (defaults to the tensor's dtype). You can "
     "set the tensor's grad_dtype attribute with a specific dtype, or None to allow any dtype.";
 
+namespace {
+// grad_fn.metadata: one dict per graph node, kept as long as the node whatever Python wrapper
+// reads it (wrappers come and go with each grad_fn access). The table lives here, not on Node,
+// so the engine stays free of Python; an entry is found by the node's address and trusted only
+// while its weak_ptr still points at that node (a freed node's address may be reused). Dicts of
+// freed nodes are dropped by a sweep whenever the table has doubled since the last one.
+struct MetadataEntry {
+  std::weak_ptr<Node> node;
+  py::object dict;
+};
+std::unordered_map<const Node*, MetadataEntry>& metadata_table() {
+  // never destroyed: its dicts must not be released after the interpreter is gone
+  static auto* table = new std::unordered_map<const Node*, MetadataEntry>();
+  return *table;
+}
+
+py::object node_metadata(Node& n) {
+  auto& table = metadata_table();
+  static size_t sweep_at = 64;
+  auto it = table.find(&n);
+  if (it != table.end()) {
+    auto alive = it->second.node.lock();
+    if (alive.get() == &n) return it->second.dict;
+    table.erase(it);
+  }
+  if (table.size() >= sweep_at) {
+    for (auto e = table.begin(); e != table.end();)
+      e = e->second.node.expired() ? table.erase(e) : std::next(e);
+    sweep_at = std::max<size_t>(64, 2 * table.size());
+  }
+  py::dict d;
+  table.emplace(&n, MetadataEntry{n.weak_from_this(), d});
+  return std::move(d);
+}
+}  // namespace
+
 void bind_autograd(py::module_& m, TensorClass& cls) {
   NodeClass node_cls(m, "Node");
   node_cls.def("name", &Node::name)
@@ -27,6 +67,8 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
                                return t;
                              })
       .def_property_readonly("_sequence_nr", [](const Node& n) { return n.sequence_nr; })
+      // One dict per node, whichever Python object reads it (PyTorch keeps it with the node).
+      .def_property_readonly("metadata", [](Node& n) { return node_metadata(n); })
       // A leaf's AccumulateGrad node names the tensor it accumulates into (graph walkers
       // such as torchviz read it); other nodes have no such attribute.
       .def_property_readonly("variable",

@@ -71,6 +71,9 @@ from ember import _complex  # noqa: E402  (Tensor.real/imag, is_conj, Tensor.stf
 _complex.install(globals())
 
 _compat_ops.install(globals())
+from ember import _norm_compat  # noqa: E402  (batch_norm(..., cudnn_enabled) and the other norms)
+
+_norm_compat.install(globals())
 _memory_format_module = _sys.modules["ember._memory_format"]
 _memory_format_module.install(globals())  # memory_format= of the *_like factories
 from ember import linalg as _linalg  # noqa: E402  (inverse, det, svd, ... and their methods)

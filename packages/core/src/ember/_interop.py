@@ -64,7 +64,7 @@ def from_numpy(ndarray: Any) -> Tensor:
     return t
 
 
-def as_tensor(data: Any, dtype=None, device=None) -> Tensor:
+def as_tensor(data: Any, *, dtype=None, device=None) -> Tensor:
     """Like ``tensor()`` but shares memory with ``data`` when it can (tensors, NumPy arrays,
     other frameworks' tensors through DLPack).
 

@@ -88,7 +88,7 @@ def _as_nested_lists(obj: Any) -> tuple[Any, bool]:
 _RETRY_MESSAGES = ("could not infer dtype", "expected a number, got", "expected a sequence at dim")
 
 
-def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False,
            pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data``: a number, a (nested) sequence of numbers or of
     tensors (lists, tuples, ``collections.deque``, ``range``, any ``Sequence``), a NumPy array,
@@ -103,7 +103,7 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
     if pin_memory:
         from ember.cuda import _pinned_result
 
-        return _pinned_result(tensor(data, dtype, device), "tensor", requires_grad)
+        return _pinned_result(tensor(data, dtype=dtype, device=device), "tensor", requires_grad)
     kind = type(data)
     if kind is not list and kind is not tuple:
         if hasattr(kind, "__dlpack__"):

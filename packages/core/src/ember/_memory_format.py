@@ -190,7 +190,7 @@ _plain_clone = Tensor.clone
 _plain_to = Tensor.to
 
 
-def _contiguous(self: Tensor, memory_format: memory_format = contiguous_format) -> Tensor:
+def _contiguous(self: Tensor, *, memory_format: memory_format = contiguous_format) -> Tensor:
     """self if laid out in memory_format already, else a copy that is.
 
     >>> import ember

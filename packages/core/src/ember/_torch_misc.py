@@ -1007,7 +1007,7 @@ def _output_nr(self: Tensor) -> int:
     return int(nexts[0][1]) if nexts else 0
 
 
-def _chalf(self: Tensor, memory_format: Any = None) -> Tensor:
+def _chalf(self: Tensor, *, memory_format: Any = None) -> Tensor:
     raise TypeError(
         "Tensor.chalf(): complex32 (chalf) is not supported by ember; use cfloat() for complex64 "
         "or cdouble() for complex128"

@@ -113,6 +113,15 @@ class BackwardCFunction(FunctionCtx):
             return self._jvp_saved
         return _C._function_saved_tensors(self._cdata)
 
+    @property
+    def metadata(self) -> dict:
+        """A dict kept with this node for the caller's own notes (read-only attribute; the
+        dict itself is mutable), as ``grad_fn.metadata`` of the built-in nodes."""
+        md = self.__dict__.get("_node_metadata")
+        if md is None:
+            md = self.__dict__["_node_metadata"] = {}
+        return md
+
     def _node(self) -> _C.Node:
         if self._cdata is None:
             raise RuntimeError(

@@ -317,7 +317,7 @@ def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
     return celu(input, alpha, inplace=True)
 
 
-def gelu(input: Tensor, approximate: str = "none", *, out: Tensor | None = None) -> Tensor:
+def gelu(input: Tensor, *, approximate: str = "none", out: Tensor | None = None) -> Tensor:
     """``x * Phi(x)``; ``approximate='tanh'`` uses the tanh approximation. ``out=`` takes a
     tensor of the input's dtype, as PyTorch's.
 
@@ -3367,7 +3367,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
 # ---- attention --------------------------------------------------------------------------------
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                                  attn_mask: Tensor | None = None, dropout_p: float = 0.0,
-                                 is_causal: bool = False, scale: float | None = None,
+                                 is_causal: bool = False, *, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
     """``softmax(q @ k^T * scale + mask) @ v``; a bool mask marks the positions that attend.
 

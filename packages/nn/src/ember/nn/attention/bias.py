@@ -82,9 +82,10 @@ class CausalBias:
         sdpa = ember.nn.functional.scaled_dot_product_attention
         square = self.seq_len_q == self.seq_len_kv
         if self.variant is CausalVariant.UPPER_LEFT or square:
-            return sdpa(query, key, value, None, dropout_p, True, scale, enable_gqa=enable_gqa)
-        return sdpa(query, key, value, self._materialize(query.device), dropout_p, False, scale,
-                    enable_gqa=enable_gqa)
+            return sdpa(query, key, value, None, dropout_p, True, scale=scale,
+                        enable_gqa=enable_gqa)
+        return sdpa(query, key, value, self._materialize(query.device), dropout_p, False,
+                    scale=scale, enable_gqa=enable_gqa)
 
     @classmethod
     def __torch_function__(cls, func: Any, types: tuple, args: tuple = (),
