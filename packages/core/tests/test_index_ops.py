@@ -532,7 +532,7 @@ def test_searchsorted_special() -> None:
         ember.searchsorted(make([True, False]), make([True]))
     with pytest.raises(TypeError, match="sorter must be a tensor of dtype int64"):
         ember.searchsorted(make([1, 2]), 2, sorter=idx([0, 1], "int32"))
-    with pytest.raises(IndexError, match="sorter index 2 is out of bounds"):
+    with pytest.raises(RuntimeError, match="sorter index 2 is out of bounds"):  # as torch
         ember.searchsorted(make([1, 2]), 2, sorter=idx([0, 2]))
 
 

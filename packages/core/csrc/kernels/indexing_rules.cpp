@@ -246,7 +246,7 @@ void check_searchsorted_sorter(const Tensor& sorter, const Tensor& seq, const ch
 
 void check_sorter_values(const int64_t* p, int64_t n, int64_t inner, const char* op) {
   for (int64_t i = 0; i < n; ++i)
-    EMBER_CHECK_KIND(p[i] >= 0 && p[i] < inner, Index, op, ": sorter index ", p[i],
+    EMBER_CHECK_KIND(p[i] >= 0 && p[i] < inner, Runtime, op, ": sorter index ", p[i],
                      " is out of bounds for the innermost dimension of size ", inner);
 }
 

@@ -146,7 +146,12 @@ void bind_generator(py::module_& m) {
       .def(
           "manual_seed",
           [](Generator& g, const py::int_& seed) -> Generator& {
-            // as torch (and ember.manual_seed): a negative seed wraps modulo 2**64
+            // as torch (and ember.manual_seed): a negative seed wraps modulo 2**64; one outside
+            // [-2**63, 2**64) is refused rather than aliasing a smaller seed's stream
+            if (seed < py::int_(INT64_MIN) || seed > py::int_(UINT64_MAX))
+              throw py::value_error("Generator.manual_seed: seed " +
+                                    py::str(seed).cast<std::string>() +
+                                    " is out of range: expected an int in [-2**63, 2**64)");
             g.manual_seed((seed & py::int_(UINT64_MAX)).cast<uint64_t>());
             return g;
           },

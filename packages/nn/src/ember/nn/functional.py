@@ -307,7 +307,8 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     [2.0]
     """
     if alpha == 0:
-        raise ValueError("celu: alpha must not be 0 (it divides the input)")
+        # RuntimeError, as PyTorch's "ZeroDivisionError: alpha cannot be 0 for CELU"
+        raise RuntimeError("celu: alpha must not be 0 (it divides the input)")
     _require_tensors("celu", input=input)
     return input.celu_(alpha) if inplace else _C.celu(input, alpha)
 
