@@ -413,3 +413,64 @@ def test_generator_manual_seed_out_of_range_is_refused():
     assert g.manual_seed(2**64 - 1).initial_seed() == 2**64 - 1
     assert g.manual_seed(-(2**63)).initial_seed() == 2**63
     assert g.manual_seed(-1).initial_seed() == 2**64 - 1
+
+
+def test_index_add_count_mismatch_is_a_runtime_error_index_copy_an_index_error():
+    _raises(RuntimeError, lambda M: M.ones(3).index_add(0, M.tensor([0, 1]), M.ones(1)),
+            "number of indices")
+    with pytest.raises(RuntimeError) as info:
+        ember.ones(3, 2).index_add(0, ember.tensor([0, 1]), ember.ones(1, 2))
+    assert not isinstance(info.value, IndexError)
+    _raises(IndexError, lambda M: M.ones(3, 2).index_copy(0, M.tensor([0, 1]), M.ones(1, 2)))
+
+
+def test_searchsorted_float_sorter_is_a_runtime_error():
+    _raises(RuntimeError, lambda M: M.searchsorted(M.tensor([1, 2, 3]), M.tensor([2]),
+                                                   sorter=M.tensor([0.0, 1.0, 2.0])), "int64")
+    with pytest.raises(RuntimeError) as info:
+        ember.searchsorted(ember.tensor([1, 2]), ember.tensor([2]), sorter=ember.tensor([0., 1.]))
+    assert not isinstance(info.value, TypeError)
+
+
+def test_tensor_of_a_number_where_a_sequence_belongs_is_a_type_error():
+    _raises(TypeError, lambda M: M.tensor([[1, 2], 3]))
+    _raises(TypeError, lambda M: M.tensor([[1, 2], 3], dtype=M.float32))
+    _raises(ValueError, lambda M: M.tensor([[1, 2], [3]]), "length 2")  # unchanged
+    assert ember.tensor([[1, 2], (3, 4)]).tolist() == [[1, 2], [3, 4]]
+
+
+def test_broadcast_shapes_negative_size_is_a_value_error():
+    _raises(ValueError, lambda M: M.broadcast_shapes((-1, 4), (2, 4)), "negative")
+    _raises(RuntimeError, lambda M: M.broadcast_shapes((3,), (2,)))
+    assert tuple(ember.broadcast_shapes((2, 1), (3,))) == (2, 3)
+
+
+def test_binomial_dtype_checks():
+    _raises(ValueError, lambda M: M.binomial(M.tensor([5], dtype=M.int32), M.tensor([0.5])),
+            "floating-point dtypes for count")
+    _raises(ValueError, lambda M: M.binomial(M.tensor([5.0]), M.tensor([1])), "for prob")
+    _raises(RuntimeError, lambda M: M.binomial(M.tensor([5.0], dtype=M.float64),
+                                               M.tensor([0.5])))
+    for r in _both(lambda M: M.binomial(M.tensor([5.0, 3.0]), M.tensor([1.0, 0.0])).tolist()):
+        assert r == [5.0, 0.0]
+
+
+def test_einsum_with_an_empty_operand_list_is_a_value_error():
+    _raises(ValueError, lambda M: M.einsum("ij,ij,ij", []), "at least one operand")
+
+
+@pytest.mark.parametrize("src", [
+    "M.linalg.lu_factor(A)", "M.linalg.lu(A)", "M.linalg.eigh(A)", "M.linalg.eigvalsh(A)",
+    "M.linalg.solve_triangular(A, A, upper=True)", "M.cholesky_solve(A, A)",
+    "M.cholesky_inverse(A)"])
+def test_linalg_kernels_without_integer_versions_raise_not_implemented(src):
+    # was: RuntimeError (torch: NotImplementedError "... not implemented for 'Int'")
+    _raises(NotImplementedError, lambda M: eval(src, {"M": M, "A": M.ones(2, 2, dtype=M.int32)}))
+
+
+def test_linalg_integer_checks_that_stay_runtime_errors():
+    for src in ("M.linalg.qr(A)", "M.linalg.inv(A)", "M.linalg.det(A)"):
+        for M in (ember, torch) if torch is not None else (ember,):
+            with pytest.raises(RuntimeError) as info:
+                eval(src, {"M": M, "A": M.ones(2, 2, dtype=M.int32)})
+            assert not isinstance(info.value, NotImplementedError)

@@ -356,9 +356,9 @@ void fill_rec(py::handle obj, const DimVector& shape, int64_t d, char*& p, Scala
     p += dst->numel() * itemsize(dt);
     return;
   }
-  if (!PyList_Check(o) && !PyTuple_Check(o))
-    throw py::value_error("tensor(): expected a sequence at dim " + std::to_string(d) + ", got " +
-                          Py_TYPE(o)->tp_name);
+  if (!PyList_Check(o) && !PyTuple_Check(o))  // PyTorch's TypeError "not a sequence"
+    throw py::type_error("tensor(): expected a sequence at dim " + std::to_string(d) + ", got " +
+                         Py_TYPE(o)->tp_name);
   Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
   if (n != shape[d])
     throw py::value_error("tensor(): expected sequence of length " + std::to_string(shape[d]) +
