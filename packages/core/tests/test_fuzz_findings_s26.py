@@ -474,3 +474,12 @@ def test_linalg_integer_checks_that_stay_runtime_errors():
             with pytest.raises(RuntimeError) as info:
                 eval(src, {"M": M, "A": M.ones(2, 2, dtype=M.int32)})
             assert not isinstance(info.value, NotImplementedError)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_dynamic_quantization_of_a_non_finite_range_is_a_runtime_error(bad):
+    # was: ValueError "cannot convert float NaN to integer" leaking from the zero point's round
+    _raises(RuntimeError, lambda M: M.quantize_per_tensor_dynamic(M.tensor([bad, 1.0]),
+                                                                  M.quint8, False))
+    q = ember.quantize_per_tensor_dynamic(ember.tensor([-1.0, 3.0]), ember.quint8, False)
+    assert (q.q_zero_point(), q.int_repr().tolist()) == (64, [0, 255])

@@ -685,6 +685,10 @@ def quantize_per_tensor_dynamic(input: Tensor, dtype: Any, reduce_range: bool) -
         raise RuntimeError(f"{op}: dtype must be ember.qint8 or ember.quint8, got {dtype}")
     lo = min(float(x.min()), 0.0) if x.numel() else 0.0
     hi = max(float(x.max()), 0.0) if x.numel() else 0.0
+    if not (math.isfinite(lo) and math.isfinite(hi)):  # min / max propagate NaN
+        # PyTorch refuses such a range (RuntimeError), no scale or zero point fits it
+        raise RuntimeError(f"{op}: the input's range [{lo}, {hi}] must be finite (it holds NaN "
+                           "or infinity)")
     scale, zp = choose_qparams(lo, hi, dtype.qmin, dtype.qmax, reduce_range)
     return quantize_per_tensor(x, scale, zp, dtype)
 
