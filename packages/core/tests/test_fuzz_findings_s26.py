@@ -483,3 +483,20 @@ def test_dynamic_quantization_of_a_non_finite_range_is_a_runtime_error(bad):
                                                                   M.quint8, False))
     q = ember.quantize_per_tensor_dynamic(ember.tensor([-1.0, 3.0]), ember.quint8, False)
     assert (q.q_zero_point(), q.int_repr().tolist()) == (64, [0, 255])
+
+
+def test_weak_id_key_dictionary_union_operators():
+    # was: TypeError "unsupported operand type(s) for |"
+    from ember.utils.weak import WeakIdKeyDictionary
+
+    a, b = ember.ones(1), ember.ones(1)
+    d = WeakIdKeyDictionary()
+    d[a] = 1
+    e = d | {a: 2, b: 3}
+    assert type(e) is WeakIdKeyDictionary and (e[a], e[b], d[a], len(d)) == (2, 3, 1, 1)
+    f = {a: 2, b: 3} | d
+    assert type(f) is WeakIdKeyDictionary and (f[a], f[b]) == (1, 3)
+    d |= {b: 4}
+    assert (d[a], d[b], len(d)) == (1, 4, 2)
+    with pytest.raises(TypeError):
+        d | 1
