@@ -500,3 +500,38 @@ def test_weak_id_key_dictionary_union_operators():
     assert (d[a], d[b], len(d)) == (1, 4, 2)
     with pytest.raises(TypeError):
         d | 1
+
+
+# ---- f. interpolate of uint8 images ---------------------------------------------------------
+
+IMG = [[[[0, 100], [200, 255]]]]
+
+
+@pytest.mark.parametrize("mode,ac,expected", [
+    ("bilinear", True, [[0, 50, 100], [100, 139, 178], [200, 228, 255]]),
+    ("bilinear", False, [[0, 50, 100], [100, 139, 178], [200, 228, 255]]),
+    ("bicubic", False, [[0, 35, 96], [98, 139, 182], [212, 243, 255]]),
+])
+def test_interpolate_uint8_bilinear_bicubic(mode, ac, expected):
+    # was: DtypeNotImplementedError (torch resizes uint8 images, torchvision's resize relies on it)
+    for r in _both(lambda M: M.nn.functional.interpolate(
+            M.tensor(IMG, dtype=M.uint8), size=(3, 3), mode=mode, align_corners=ac)):
+        assert str(r.dtype).endswith("uint8") and r.tolist() == [[expected]]
+    r = F.interpolate(ember.tensor(IMG, dtype=ember.uint8), size=(1, 1), mode="bilinear",
+                      antialias=True)
+    assert r.tolist() == [[[[139]]]]
+
+
+@needs_torch
+def test_interpolate_uint8_close_to_torch():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (1, 3, 9, 13), dtype=torch.uint8, generator=g)
+    xe = ember.tensor(x.tolist(), dtype=ember.uint8)
+    for mode in ("bilinear", "bicubic"):
+        for aa in (False, True):
+            for kw in ({"size": (5, 7)}, {"size": (17, 20)}, {"scale_factor": 1.7}):
+                t = torch.nn.functional.interpolate(x, mode=mode, antialias=aa, **kw)
+                e = F.interpolate(xe, mode=mode, antialias=aa, **kw)
+                assert e.dtype is ember.uint8 and tuple(e.shape) == tuple(t.shape)
+                diff = (ember.tensor(t.tolist()) - e.to(ember.int64)).abs()
+                assert diff.max().item() <= 2 and diff.float().mean().item() < 0.3
