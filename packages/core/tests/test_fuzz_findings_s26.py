@@ -535,3 +535,27 @@ def test_interpolate_uint8_close_to_torch():
                 assert e.dtype is ember.uint8 and tuple(e.shape) == tuple(t.shape)
                 diff = (ember.tensor(t.tolist()) - e.to(ember.int64)).abs()
                 assert diff.max().item() <= 2 and diff.float().mean().item() < 0.3
+
+
+def test_swap_tensors_of_a_hooked_leaf():
+    # was: "Cannot swap t1 because it has weakref associated with it" (register_hook's wrapper
+    # held a weak reference to the leaf), so module conversions under the swap switch failed
+    # for a model with parameter hooks
+    def run(M):
+        a = M.ones(2, requires_grad=True)
+        a.register_hook(lambda g: g * 2)
+        b = M.zeros(2, requires_grad=True)
+        M.utils.swap_tensors(a, b)
+        (b * 1).sum().backward()
+        M.__future__.set_swap_module_params_on_conversion(True)
+        try:
+            m = M.nn.Linear(2, 2)
+            m.weight.register_hook(lambda g: g * 3)
+            m.double()
+            m(M.ones(1, 2, dtype=M.float64)).sum().backward()
+        finally:
+            M.__future__.set_swap_module_params_on_conversion(False)
+        return b.grad.tolist(), m.weight.grad.tolist()
+
+    for r in _both(run):
+        assert r == ([2.0, 2.0], [[3.0, 3.0], [3.0, 3.0]])
