@@ -559,3 +559,18 @@ def test_swap_tensors_of_a_hooked_leaf():
 
     for r in _both(run):  # the hook stays with the swapped-out tensor, as in torch
         assert r == ([2.0, 2.0], [[1.0, 1.0], [1.0, 1.0]])
+
+
+def test_generator_argument_errors_are_runtime_errors():
+    # was: pybind's TypeError "incompatible function arguments", and bool taken as 1
+    for bad in (3.0, "3", True, None):
+        _raises(RuntimeError, lambda M: M.Generator().manual_seed(bad), "expected a long")
+    _raises(RuntimeError, lambda M: M.Generator().manual_seed(M.tensor(5)))
+    _raises(RuntimeError, lambda M: M.Generator().set_state(M.zeros(3, dtype=M.uint8)))
+    _raises(TypeError, lambda M: M.Generator().set_state(M.zeros(3)))
+    _raises(RuntimeError, lambda M: M.Generator(device="meta"))
+    g = ember.Generator().manual_seed(7)
+    s = g.get_state()
+    a = ember.rand(3, generator=g)
+    g.set_state(s)
+    assert ember.equal(a, ember.rand(3, generator=g)) and g.initial_seed() == 7
