@@ -326,8 +326,8 @@ def test_index_add_out_and_errors() -> None:
         x.index_add(0, idx([7, 0]), make(src))
     with pytest.raises(RuntimeError, match="same dtype"):
         x.index_add(0, idx([0, 1]), make(src, "float32"))
-    with pytest.raises(IndexError, match=r"number of indices \(3\) should be equal to source.size\(dim\) \(2\)"):
-        x.index_add(0, idx([0, 1, 2]), make(src))
+    with pytest.raises(RuntimeError, match=r"number of indices \(3\) should be equal to source.size\(dim\) \(2\)"):
+        x.index_add(0, idx([0, 1, 2]), make(src))  # RuntimeError in torch (index_copy: IndexError)
     with pytest.raises(RuntimeError, match="must match self"):
         x.index_add(0, idx([0, 1]), make(data((2, 5))))
     with pytest.raises(RuntimeError, match=r"index_copy\(\): expected an index tensor of dtype int64, but got int32"):
@@ -530,9 +530,9 @@ def test_searchsorted_special() -> None:
         ember.bucketize(make([1, 5]), make([[1, 2]]))
     with pytest.raises(TypeError, match="bool"):
         ember.searchsorted(make([True, False]), make([True]))
-    with pytest.raises(TypeError, match="sorter must be a tensor of dtype int64"):
+    with pytest.raises(RuntimeError, match="sorter must be a tensor of dtype int64"):  # as torch
         ember.searchsorted(make([1, 2]), 2, sorter=idx([0, 1], "int32"))
-    with pytest.raises(IndexError, match="sorter index 2 is out of bounds"):
+    with pytest.raises(RuntimeError, match="sorter index 2 is out of bounds"):  # as torch
         ember.searchsorted(make([1, 2]), 2, sorter=idx([0, 2]))
 
 

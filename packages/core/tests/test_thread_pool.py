@@ -90,7 +90,7 @@ def test_set_num_threads_while_idle(threads):
         assert ember.get_num_threads() == n
         assert probe(100 * n, 10) == (n, 0)
         time.sleep(0.002)  # let the workers go to sleep, then resize a sleeping pool
-    with pytest.raises(ValueError, match="set_num_threads: expected a positive number"):
+    with pytest.raises(RuntimeError, match="set_num_threads: expected a positive number"):
         ember.set_num_threads(0)
 
 

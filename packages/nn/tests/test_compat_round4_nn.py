@@ -252,9 +252,10 @@ def test_interpolate_antialias_gradient_and_errors():
     np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), atol=1e-12)
     with pytest.raises(ValueError, match="anti-alias option is restricted to bilinear and bicubic"):
         ember.nn.functional.interpolate(ember.ones(1, 1, 4, 4), size=2, antialias=True)
-    with pytest.raises(NotImplementedError, match="not implemented for ember.uint8"):
-        ember.nn.functional.interpolate(ember.ones(1, 1, 4, 4, dtype=ember.uint8), size=2,
+    # uint8 images resize as in torch (was refused)
+    r = ember.nn.functional.interpolate(ember.ones(1, 1, 4, 4, dtype=ember.uint8), size=2,
                                         mode="bilinear", antialias=True)
+    assert r.dtype is ember.uint8 and r.tolist() == [[[[1, 1], [1, 1]]]]
 
 
 def test_nn_modules_utils_is_an_attribute():

@@ -765,8 +765,9 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
   check_index_dtype(index, op, true);
   dim = wrap_dim(dim, self->dim(), op);
   check_index_source(self, dim, index, source, op);
+  // PyTorch: IndexError for a 0-d / 1-d self, RuntimeError for more dims
   Tensor idx = checked_index(index, as_1d(self)->size(dim), dim, false, op, self->device(),
-                             ErrorKind::Runtime);
+                             self->dim() <= 1 ? ErrorKind::Index : ErrorKind::Runtime);
   Tensor target = inplace_target(self, out, op, {self, index, source});
   put_along_dim(target, dim, with_shape(idx, DimVector{idx->numel()}), source, Red::Add, alpha, op);
   return target;

@@ -180,8 +180,11 @@ void check_index_source_shape(const Tensor& self, int64_t dim, const Tensor& ind
   Tensor s1 = as_1d(self), src1 = as_1d(source);
   EMBER_CHECK(s1->dim() == src1->dim(), op, ": source ", shape_str(source->sizes()),
               " must have the same number of dimensions as self ", shape_str(self->sizes()));
-  EMBER_CHECK_KIND(index->numel() == src1->size(dim), Index, op, ": number of indices (",
-                   index->numel(), ") should be equal to source.size(dim) (", src1->size(dim), ")");
+  // PyTorch: RuntimeError for index_add, IndexError for index_copy / index_reduce
+  if (index->numel() != src1->size(dim))
+    detail::fail(std::strcmp(op, "index_add()") == 0 ? ErrorKind::Runtime : ErrorKind::Index, op,
+                 ": number of indices (", index->numel(), ") should be equal to source.size(dim) (",
+                 src1->size(dim), ")");
   for (int64_t d = 0; d < s1->dim(); ++d)
     EMBER_CHECK(d == dim || s1->size(d) == src1->size(d), op, ": source ",
                 shape_str(source->sizes()), " must match self ", shape_str(self->sizes()),
@@ -236,7 +239,7 @@ void check_searchsorted_shapes(const Tensor& seq, const Tensor& vals, ScalarType
 }
 
 void check_searchsorted_sorter(const Tensor& sorter, const Tensor& seq, const char* op) {
-  EMBER_CHECK_KIND(sorter->dtype() == ScalarType::Int64, Type, op,
+  EMBER_CHECK_KIND(sorter->dtype() == ScalarType::Int64, Runtime, op,  // as torch
                    ": sorter must be a tensor of dtype int64, but got ",
                    dtype_name(sorter->dtype()));
   EMBER_CHECK(sorter->sizes() == seq->sizes(), op,
@@ -246,7 +249,7 @@ void check_searchsorted_sorter(const Tensor& sorter, const Tensor& seq, const ch
 
 void check_sorter_values(const int64_t* p, int64_t n, int64_t inner, const char* op) {
   for (int64_t i = 0; i < n; ++i)
-    EMBER_CHECK_KIND(p[i] >= 0 && p[i] < inner, Index, op, ": sorter index ", p[i],
+    EMBER_CHECK_KIND(p[i] >= 0 && p[i] < inner, Runtime, op, ": sorter index ", p[i],
                      " is out of bounds for the innermost dimension of size ", inner);
 }
 

@@ -378,7 +378,7 @@ std::atomic<int> g_blas_threads_pending{initial_blas_pending()};
 int get_num_threads() { return g_num_threads.load(); }
 
 void set_num_threads(int n) {
-  EMBER_CHECK_KIND(n >= 1, Value, "set_num_threads: expected a positive number of threads, got ",
+  EMBER_CHECK_KIND(n >= 1, Runtime, "set_num_threads: expected a positive number of threads, got ",
                    n);
   // Only the count changes here: the pool takes it at the start of its next region (under its
   // run lock), so this call never waits for parallel work other threads are running.

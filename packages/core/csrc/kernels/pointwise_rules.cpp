@@ -115,7 +115,8 @@ void check_addcdiv_dtypes(const Tensor& t1, const Tensor& t2) {
 }
 
 void check_isclose_args(const Tensor& self, const Tensor& other, double rtol, double atol) {
-  EMBER_CHECK_KIND(self->dtype() == other->dtype(), Type, "isclose: self (",
+  // RuntimeError, as PyTorch's "Float did not match Long"
+  EMBER_CHECK_KIND(self->dtype() == other->dtype(), Runtime, "isclose: self (",
                    dtype_name(self->dtype()), ") and other (", dtype_name(other->dtype()),
                    ") must have the same dtype");
   EMBER_CHECK_KIND(rtol >= 0 && atol >= 0, Runtime,

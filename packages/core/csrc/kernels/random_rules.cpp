@@ -1,9 +1,12 @@
 #include "kernels/random_rules.h"
 
 #include <cmath>
+#include <sstream>
+#include <type_traits>
 
 #include "core/dispatch.h"
 #include "core/error.h"
+#include "core/out_tensor.h"
 #include "kernels/int_bounds.h"
 #include "kernels/iterator.h"
 
@@ -24,6 +27,20 @@ void check_normal_std(double std) {
   EMBER_CHECK(std >= 0.0, "normal_: expects std >= 0.0, but found std ", std);
 }
 
+namespace {
+
+// An explicit [from, to) of a floating dtype may reach past the integers it holds exactly, up to
+// its largest finite value (PyTorch only warns there): the draws then round.
+template <class T>
+bool float_holds(int64_t v) {
+  if constexpr (std::is_same_v<T, Half>)
+    return v >= -65504 && v <= 65504;  // half's largest finite value
+  else
+    return true;  // float, double and bfloat16 reach past every int64
+}
+
+}  // namespace
+
 uint64_t random_range(int64_t from, std::optional<int64_t> to, ScalarType dtype) {
   uint64_t range = 0;
   EMBER_DISPATCH_ALL(dtype, "random_", [&] {
@@ -31,15 +48,34 @@ uint64_t random_range(int64_t from, std::optional<int64_t> to, ScalarType dtype)
     if (to) {
       EMBER_CHECK(from < *to, "random_: expects 'from' to be less than 'to', but got from=", from,
                   " >= to=", *to);
-      EMBER_CHECK(*to - 1 <= 0 || static_cast<uint64_t>(*to - 1) <= hi, "random_: to - 1 (",
-                  *to - 1, ") is out of bounds for ", dtype_name(dtype));
+      if constexpr (std::is_integral_v<scalar_t>) {
+        EMBER_CHECK(*to - 1 <= 0 || static_cast<uint64_t>(*to - 1) <= hi, "random_: to - 1 (",
+                    *to - 1, ") is out of bounds for ", dtype_name(dtype));
+        EMBER_CHECK(from >= lo, "random_: from=", from, " is out of bounds for ",
+                    dtype_name(dtype));
+      } else {
+        EMBER_CHECK(float_holds<scalar_t>(*to - 1), "random_: to - 1 (", *to - 1,
+                    ") is out of bounds for ", dtype_name(dtype));
+        EMBER_CHECK(float_holds<scalar_t>(from), "random_: from=", from, " is out of bounds for ",
+                    dtype_name(dtype));
+        const auto exact = [&](int64_t v) {
+          return v >= lo && (v <= 0 || static_cast<uint64_t>(v) <= hi);
+        };
+        if (!exact(from) || !exact(*to - 1)) {
+          std::ostringstream os;
+          os << "random_: the range [" << from << ", " << *to << ") reaches past +-" << hi
+             << ", the integers " << dtype_name(dtype)
+             << " holds exactly; the values drawn are rounded";
+          warn(os.str());
+        }
+      }
       range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
     } else {
       EMBER_CHECK(from < 0 || static_cast<uint64_t>(from) <= hi, "random_: from=", from,
                   " is out of bounds for ", dtype_name(dtype));
+      EMBER_CHECK(from >= lo, "random_: from=", from, " is out of bounds for ", dtype_name(dtype));
       range = hi - static_cast<uint64_t>(from) + 1;  // wraps to 0 for the full 2^64
     }
-    EMBER_CHECK(from >= lo, "random_: from=", from, " is out of bounds for ", dtype_name(dtype));
   });
   return range;
 }

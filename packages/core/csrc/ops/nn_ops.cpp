@@ -223,7 +223,8 @@ namespace {
 const Scalar kSeluAlpha(1.6732632423543772848170429916717);
 const Scalar kSeluScale(1.0507009873554804934193349852946);
 Scalar celu_input_scale(const Scalar& alpha, const char* op) {
-  EMBER_CHECK_KIND(alpha.to_double() != 0.0, Value, op, ": alpha must not be 0");
+  // RuntimeError, as PyTorch's "ZeroDivisionError: alpha cannot be 0 for CELU"
+  EMBER_CHECK_KIND(alpha.to_double() != 0.0, Runtime, op, ": alpha must not be 0");
   return Scalar(1.0 / alpha.to_double());
 }
 }  // namespace

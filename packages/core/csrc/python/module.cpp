@@ -138,15 +138,29 @@ void bind_device(py::module_& m) {
 void bind_generator(py::module_& m) {
   py::class_<Generator>(m, "Generator")
       .def(py::init([](std::optional<Device> device) {
-             if (device && !device->is_cpu())
-               throw py::value_error("Generator: only cpu generators exist in this build");
+             if (device && !device->is_cpu())  // PyTorch's RuntimeError
+               throw std::runtime_error("Generator: only cpu generators exist in this build");
              return new Generator();
            }),
            py::arg("device") = py::none())
       .def(
           "manual_seed",
-          [](Generator& g, const py::int_& seed) -> Generator& {
-            // as torch (and ember.manual_seed): a negative seed wraps modulo 2**64
+          [](Generator& g, const py::object& seed_obj) -> Generator& {
+            // PyTorch: RuntimeError for anything but an int or a NumPy integer (a bool, a
+            // float, a tensor)
+            PyObject* o = seed_obj.ptr();
+            const bool numpy_int =
+                PyIndex_Check(o) && std::string(Py_TYPE(o)->tp_name).rfind("numpy.", 0) == 0;
+            if ((!PyLong_Check(o) && !numpy_int) || PyBool_Check(o))
+              throw std::runtime_error(std::string("manual_seed expected a long, but got ") +
+                                       Py_TYPE(o)->tp_name);
+            const py::int_ seed(seed_obj);
+            // as torch (and ember.manual_seed): a negative seed wraps modulo 2**64; one outside
+            // [-2**63, 2**64) is refused rather than aliasing a smaller seed's stream
+            if (seed < py::int_(INT64_MIN) || seed > py::int_(UINT64_MAX))
+              throw py::value_error("Generator.manual_seed: seed " +
+                                    py::str(seed).cast<std::string>() +
+                                    " is out of range: expected an int in [-2**63, 2**64)");
             g.manual_seed((seed & py::int_(UINT64_MAX)).cast<uint64_t>());
             return g;
           },
@@ -179,9 +193,13 @@ void bind_generator(py::module_& m) {
             }
             Tensor t = host_readable(st.cast<Tensor>());
             uint64_t words[2];
-            EMBER_CHECK_KIND(t->dtype() == ScalarType::UInt8 && t->numel() == sizeof(words), Type,
+            // PyTorch: TypeError for another dtype, RuntimeError for a wrong size
+            EMBER_CHECK_KIND(t->dtype() == ScalarType::UInt8, Type,
                              "Generator.set_state: expected a uint8 tensor of ", sizeof(words),
                              " elements from get_state()");
+            EMBER_CHECK(t->numel() == sizeof(words),
+                        "Generator.set_state: expected a uint8 tensor of ", sizeof(words),
+                        " elements from get_state(), got ", t->numel());
             Tensor c = t->is_contiguous() ? t : ops::contiguous(t);
             std::memcpy(words, c->data(), sizeof(words));
             g.set_state(words[0], words[1]);

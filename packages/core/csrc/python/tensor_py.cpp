@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "autograd/hooks.h"
 #include "core/dispatch.h"
 #include "kernels/iterator.h"
 #include "ops.h"
@@ -267,6 +269,12 @@ std::optional<ScalarType> numpy_dtype(PyObject* o) {
   return std::nullopt;
 }
 
+// An element tensor() cannot type (None, a set, an arbitrary object): PyTorch's RuntimeError,
+// or its TypeError when a dtype was given (the value then fails to convert to it).
+struct UntypableObject : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // PyTorch's inference of tensor()'s dtype: each element's own dtype (a Python float the default
 // dtype, an int int64, a bool bool, a complex the default complex dtype, a tensor or a NumPy
 // scalar its dtype), promoted over the elements. kind tracks the widest category for the callers.
@@ -303,8 +311,13 @@ void scan_dtype(py::handle obj, std::optional<ScalarType>& acc, int& kind, int64
     }
   }
   Scalar s;
-  if (!scalar_from_object(o, &s))
-    throw py::type_error(std::string("tensor(): could not infer dtype of ") + Py_TYPE(o)->tp_name);
+  if (!scalar_from_object(o, &s)) {
+    // PyTorch: TypeError for text, RuntimeError for any other object it cannot type
+    const std::string msg =
+        std::string("tensor(): could not infer dtype of ") + Py_TYPE(o)->tp_name;
+    if (PyUnicode_Check(o) || PyBytes_Check(o)) throw py::type_error(msg);
+    throw UntypableObject(msg);
+  }
   add(s.is_complex()    ? to_complex(default_dtype())
       : s.is_floating() ? default_dtype()
       : s.is_bool()     ? ScalarType::Bool
@@ -343,9 +356,9 @@ void fill_rec(py::handle obj, const DimVector& shape, int64_t d, char*& p, Scala
     p += dst->numel() * itemsize(dt);
     return;
   }
-  if (!PyList_Check(o) && !PyTuple_Check(o))
-    throw py::value_error("tensor(): expected a sequence at dim " + std::to_string(d) + ", got " +
-                          Py_TYPE(o)->tp_name);
+  if (!PyList_Check(o) && !PyTuple_Check(o))  // PyTorch's TypeError "not a sequence"
+    throw py::type_error("tensor(): expected a sequence at dim " + std::to_string(d) + ", got " +
+                         Py_TYPE(o)->tp_name);
   Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
   if (n != shape[d])
     throw py::value_error("tensor(): expected sequence of length " + std::to_string(shape[d]) +
@@ -356,6 +369,29 @@ void fill_rec(py::handle obj, const DimVector& shape, int64_t d, char*& p, Scala
 }  // namespace
 
 PyTypeObject* tensor_type() { return g_tensor_type; }
+
+namespace {
+
+// The AccumulateGrad node of leaf t that is alive and holds t (an extra reference to it).
+std::shared_ptr<autograd::Node> live_accumulator(const Tensor& t) {
+  AutogradMeta* m = t->autograd_meta();
+  if (!m || m->grad_fn) return nullptr;
+  std::shared_ptr<autograd::Node> node = m->grad_accumulator.lock();
+  auto* acc = dynamic_cast<autograd::AccumulateGrad*>(node.get());
+  return acc && acc->variable == t ? node : nullptr;
+}
+
+struct PoisonedAccumulator final : autograd::FunctionPreHook {
+  std::vector<Tensor> operator()(const std::vector<Tensor>&) override {
+    EMBER_FAIL(Runtime,
+               "Trying to execute AccumulateGrad node that was poisoned by swap_tensors: the "
+               "backward reached a tensor swapped after the forward ran. With "
+               "ember.__future__.set_swap_module_params_on_conversion(True), change a module's "
+               "device or dtype before its forward (or after the backward), not in between.");
+  }
+};
+
+}  // namespace
 
 Tensor tensor_from_buffer(py::handle obj, bool share);  // interop_py.cpp
 
@@ -388,7 +424,12 @@ Tensor tensor_from_data(py::handle data, std::optional<ScalarType> dtype) {
                           " levels deep are not supported");
   int kind = kBool;
   std::optional<ScalarType> inferred;
-  scan_dtype(data, inferred, kind);
+  try {
+    scan_dtype(data, inferred, kind);
+  } catch (const UntypableObject& e) {
+    if (dtype) throw py::type_error(e.what());
+    throw;
+  }
   ScalarType dt = dtype.value_or(inferred.value_or(ScalarType::Bool));
   if (!dtype && shape.size() > 0 && shape[shape.size() - 1] == 0 && kind == kBool)
     dt = default_dtype();
@@ -413,11 +454,20 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
                      Py_TYPE(b.ptr())->tp_name);
     Tensor ta = a.cast<Tensor>(), tb = b.cast<Tensor>();
     if (ta == tb) return;
-    // 2: the Python object's holder and ta / tb here.
-    const long na = ta.use_count(), nb = tb.use_count();
+    // 2: the Python object's holder and ta / tb here; 3 for a leaf whose AccumulateGrad node
+    // (alive while a graph uses it) holds it. As PyTorch, that swap goes through and poisons
+    // the node: a backward reaching it would write into the swapped tensor.
+    const std::shared_ptr<autograd::Node> acc_a = live_accumulator(ta),
+                                          acc_b = live_accumulator(tb);
+    const long na = ta.use_count() - (acc_a ? 1 : 0), nb = tb.use_count() - (acc_b ? 1 : 0);
     EMBER_CHECK(na <= 2, "Expected single reference to a's Tensor object but got ", na - 1);
     EMBER_CHECK(nb <= 2, "Expected single reference to b's Tensor object but got ", nb - 1);
+    for (const auto& acc : {acc_a, acc_b})
+      if (acc) autograd::register_node_prehook(acc, std::make_shared<PoisonedAccumulator>());
     ta->swap_contents(*tb);
+    // The poisoned nodes stay with the graphs that hold them; a later graph gets a fresh one.
+    for (const Tensor& t : {ta, tb})
+      if (AutogradMeta* m = t->autograd_meta()) m->grad_accumulator.reset();
   });
   m.def("_set_size_type", [](py::object t) { g_size_type = t.release().ptr(); });
   m.def("_tf_fast_properties", &install_fast_properties, py::arg("getters"),

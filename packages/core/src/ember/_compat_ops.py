@@ -1506,6 +1506,13 @@ def binomial(count: Tensor, prob: Tensor, generator: Any = None) -> Tensor:
     """
     from ember.distributions._special import binomial as _binomial
 
+    for what, t in (("count", count), ("prob", prob)):  # PyTorch's ValueError
+        if isinstance(t, Tensor) and not t.is_floating_point():
+            raise ValueError(f"binomial only supports floating-point dtypes for {what}, got: "
+                             f"{t.dtype}")
+    if isinstance(count, Tensor) and isinstance(prob, Tensor) and count.dtype != prob.dtype:
+        raise RuntimeError(f"binomial: count ({count.dtype}) and prob ({prob.dtype}) must have "
+                           "the same dtype")
     if prob.numel() and (bool((prob < 0).any()) or bool((prob > 1).any())):
         raise RuntimeError("binomial: expected prob in [0, 1]")
     return _with_generator(generator, lambda: _binomial(count, prob))

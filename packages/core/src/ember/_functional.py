@@ -35,6 +35,9 @@ def einsum(*args: Any) -> Tensor:
         equation, operands = args[0], tuple(args[1:])
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
+    if not operands:  # einsum("ij", []): PyTorch's ValueError, as for no operands at all
+        raise ValueError("einsum(): must specify the equation string and at least one operand, "
+                         "or at least one operand and its subscripts list")
     return _C.einsum(equation, _promote_private_sums(equation, list(operands)))
 
 

@@ -121,7 +121,7 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: b
         if dtype is None and device is None and not requires_grad:  # the common call, kept cheap
             return _C.tensor(data)
         return _C.tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RuntimeError) as exc:
         if not any(m in str(exc) for m in _RETRY_MESSAGES):
             raise
         try:

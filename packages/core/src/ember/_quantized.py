@@ -118,6 +118,16 @@ def _check_float(op: str, x: Any) -> Tensor:
     return x.detach()
 
 
+def _suggested_layout(data: Tensor, like: Tensor) -> Tensor:
+    """``data`` laid out as PyTorch allocates a quantized result: in ``like``'s suggested memory
+    format (channels-last stays so; any other layout becomes contiguous)."""
+    if not like.is_contiguous():
+        for fmt, nd in ((ember.channels_last, 4), (ember.channels_last_3d, 5)):
+            if like.dim() == nd and like.is_contiguous(memory_format=fmt):
+                return data.contiguous(memory_format=fmt)
+    return data.contiguous()
+
+
 def _quantize(x: Tensor, inv_scale: Any, zero_point: Any, dtype: _QDtype,
               nan_value: int | None = None) -> Tensor:
     """The integers of ``x`` (float32) for scales given as their float32 reciprocals; NaN
@@ -422,8 +432,26 @@ class QuantizedTensor:
     __truediv__ = __rtruediv__ = __matmul__ = __rmatmul__ = __neg__ = _no_arithmetic
     __iadd__ = __isub__ = __imul__ = _no_arithmetic
 
+    # A one-element quantized tensor converts through its dequantized value, as in PyTorch
+    # (more elements: the float tensor's own "cannot be converted" errors).
+    def item(self) -> Any:
+        return self.dequantize().item()
+
     def __bool__(self) -> bool:
-        raise RuntimeError("bool() of a quantized tensor is ambiguous; dequantize() it first")
+        return bool(self.dequantize())
+
+    def __float__(self) -> float:
+        return float(self.dequantize())
+
+    def __int__(self) -> int:
+        return int(self.dequantize())
+
+    def __complex__(self) -> complex:
+        return complex(self.dequantize())
+
+    # Comparisons compare the dequantized values elementwise (PyTorch's quantized eq / lt / ...),
+    # never the objects' identities; hashing stays by identity, as for tensors.
+    __hash__ = object.__hash__
 
     # ---- printing and pickling ---------------------------------------------------------------
     def __repr__(self) -> str:
@@ -463,6 +491,37 @@ class QuantizedTensor:
                 "quantized tensors support dequantize(), int_repr() and "
                 f"{', '.join(sorted(_FUNCTIONS))}; dequantize() first for other ops")
         return impl(*args, **kwargs)
+
+
+def _dequantize_all(input: Any) -> Any:
+    if isinstance(input, (list, tuple)):
+        return [_dequantize_all(t) for t in input]
+    return input.dequantize()
+
+
+def _comparison(name: str) -> Any:
+    def op(input: Any, other: Any, *, out: Any = None) -> Tensor:
+        a = input.dequantize() if isinstance(input, QuantizedTensor) else input
+        b = other.dequantize() if isinstance(other, QuantizedTensor) else other
+        fn = getattr(ember, name)
+        return fn(a, b) if out is None else fn(a, b, out=out)
+
+    op.__name__ = name
+    return op
+
+
+def _dunder_comparison(name: str) -> Any:
+    def method(self: QuantizedTensor, other: Any) -> Any:
+        if not isinstance(other, (QuantizedTensor, Tensor, bool, int, float)):
+            return NotImplemented
+        return _comparison(name)(self, other)
+
+    method.__name__ = f"__{name}__"
+    return method
+
+
+for _cmp in ("eq", "ne", "lt", "le", "gt", "ge"):
+    setattr(QuantizedTensor, f"__{_cmp}__", _dunder_comparison(_cmp))
 
 
 def _same_qparams(a: QuantizedTensor, b: QuantizedTensor) -> bool:
@@ -523,10 +582,11 @@ def _scalar(op: str, what: str, v: Any, kind: type) -> Any:
     return float(v)
 
 
-def quantize_per_tensor(input: Tensor, scale: Any, zero_point: Any,
-                        dtype: Any) -> QuantizedTensor:
+def quantize_per_tensor(input: Tensor | list[Tensor], scale: Any, zero_point: Any,
+                        dtype: Any) -> QuantizedTensor | list[QuantizedTensor]:
     """``input`` (float32) quantized with one ``scale`` and ``zero_point``: the integers
     ``clamp(round(input / scale) + zero_point)`` in ``dtype``'s range, rounding half to even.
+    A list of tensors takes tensors of scales and zero points (one each) and gives a list.
 
     >>> import ember
     >>> q = ember.quantize_per_tensor(ember.tensor([0.25, 0.75, 9.0]), 0.5, 0, ember.qint8)
@@ -534,6 +594,8 @@ def quantize_per_tensor(input: Tensor, scale: Any, zero_point: Any,
     [0, 2, 18]
     """
     op = "quantize_per_tensor"
+    if isinstance(input, (list, tuple)):
+        return _quantize_list(op, input, scale, zero_point, dtype)
     x = _check_float(op, input)
     dtype = _check_qdtype(op, dtype)
     scale = _scalar(op, "scale", scale, float)
@@ -544,8 +606,22 @@ def quantize_per_tensor(input: Tensor, scale: Any, zero_point: Any,
         raise RuntimeError(f"{op}: zero_point {zero_point} is out of the range of {dtype} "
                            f"[{dtype.qmin}, {dtype.qmax}]")
     inv = _f32(1.0 / _f32(scale))
-    return QuantizedTensor(_quantize(x, inv, zero_point, dtype), dtype, per_tensor_affine, scale,
-                           zero_point)
+    return QuantizedTensor(_suggested_layout(_quantize(x, inv, zero_point, dtype), x), dtype,
+                           per_tensor_affine, scale, zero_point)
+
+
+def _quantize_list(op: str, tensors: Any, scales: Any, zero_points: Any,
+                   dtype: Any) -> list[QuantizedTensor]:
+    """PyTorch's list overload: tensor i quantized with ``scales[i]`` and ``zero_points[i]``."""
+    if not isinstance(scales, Tensor) or not isinstance(zero_points, Tensor):
+        raise TypeError(f"{op}: a list of tensors takes tensors of scales and zero_points, got "
+                        f"{type(scales).__name__} and {type(zero_points).__name__}")
+    n = len(tensors)
+    if scales.numel() != n or zero_points.numel() != n:
+        raise RuntimeError(f"{op}: expected {n} scales and zero_points (one per tensor), got "
+                           f"{scales.numel()} and {zero_points.numel()}")
+    s, z = scales.reshape(-1).tolist(), zero_points.reshape(-1).tolist()
+    return [quantize_per_tensor(t, float(s[i]), int(z[i]), dtype) for i, t in enumerate(tensors)]
 
 
 def quantize_per_channel(input: Tensor, scales: Tensor, zero_points: Tensor, axis: int,
@@ -575,6 +651,8 @@ def quantize_per_channel(input: Tensor, scales: Tensor, zero_points: Tensor, axi
         raise RuntimeError(f"{op}: expected scales and zero_points of shape ({n},) (the size of "
                            f"axis {axis} of input of shape {tuple(x.shape)}), got "
                            f"{tuple(scales.shape)} and {tuple(zero_points.shape)}")
+    if not scales.is_floating_point():
+        raise RuntimeError(f"{op}: scale tensor must be floating point, got {scales.dtype}")
     scales64 = scales.detach().to(ember.float64)
     zps = zero_points.detach().to(ember.int64)
     if n and (not bool((scales64 > 0).all()) or not bool(scales64.isfinite().all())):
@@ -587,6 +665,7 @@ def quantize_per_channel(input: Tensor, scales: Tensor, zero_points: Tensor, axi
     inv = (1.0 / scales64.to(ember.float32).to(ember.float64)).to(ember.float32).reshape(shape)
     data = _quantize(x, inv, zps.reshape(shape).to(ember.float32), dtype,
                      dtype.qmin if dtype is qint32 else 0)
+    data = _suggested_layout(data, x)
     return QuantizedTensor(data, dtype, per_channel_affine, scales64, zps, axis)
 
 
@@ -606,6 +685,10 @@ def quantize_per_tensor_dynamic(input: Tensor, dtype: Any, reduce_range: bool) -
         raise RuntimeError(f"{op}: dtype must be ember.qint8 or ember.quint8, got {dtype}")
     lo = min(float(x.min()), 0.0) if x.numel() else 0.0
     hi = max(float(x.max()), 0.0) if x.numel() else 0.0
+    if not (math.isfinite(lo) and math.isfinite(hi)):  # min / max propagate NaN
+        # PyTorch refuses such a range (RuntimeError), no scale or zero point fits it
+        raise RuntimeError(f"{op}: the input's range [{lo}, {hi}] must be finite (it holds NaN "
+                           "or infinity)")
     scale, zp = choose_qparams(lo, hi, dtype.qmin, dtype.qmax, reduce_range)
     return quantize_per_tensor(x, scale, zp, dtype)
 
@@ -773,6 +856,10 @@ def _cat(tensors: Any, dim: int = 0) -> QuantizedTensor:
         raise NotImplementedError("cat: quantized tensors can only be concatenated with "
                                   "quantized tensors")
     first = ts[0]
+    if any(t._dtype is not first._dtype for t in ts):
+        # PyTorch refuses the mix rather than requantizing across dtypes
+        raise RuntimeError("cat: All dtypes must be the same, got "
+                           f"{', '.join(str(t._dtype) for t in ts)}")
     if all(_same_qparams(first, t) for t in ts):
         return first._with(ember.cat([t._data for t in ts], dim))
     # different parameters: requantize the values to the first one's, as PyTorch's cat does
@@ -828,7 +915,7 @@ def _interpolate(input: QuantizedTensor, *args: Any, **kwargs: Any) -> Quantized
 
 
 _FUNCTIONS: dict[str, Any] = {
-    "relu": _relu, "relu_": _relu_, "dequantize": lambda input: input.dequantize(),
+    "relu": _relu, "relu_": _relu_, "dequantize": lambda input: _dequantize_all(input),
     "int_repr": lambda input: input.int_repr(), "cat": _cat, "concat": _cat, "concatenate": _cat,
     "max_pool1d": _pool("max_pool1d"), "max_pool2d": _pool("max_pool2d"),
     "adaptive_max_pool2d": _pool("adaptive_max_pool2d"),
@@ -849,6 +936,8 @@ _FUNCTIONS: dict[str, Any] = {
     "mean": _float_then_requantize("mean", lambda x, *a, **k: x.mean(*a, **k)),
     "interpolate": _interpolate,
 }
+for _cmp in ("eq", "ne", "lt", "le", "gt", "ge"):
+    _FUNCTIONS[_cmp] = _FUNCTIONS[f"__{_cmp}__"] = _comparison(_cmp)  # float_tensor < q too
 for _name in ("flatten", "reshape", "view", "permute", "transpose", "t", "clone", "detach",
               "contiguous", "q_scale", "q_zero_point", "q_per_channel_scales",
               "q_per_channel_zero_points", "q_per_channel_axis", "qscheme", "size", "dim",
@@ -886,8 +975,9 @@ def _install(ns: dict[str, Any]) -> None:
                  "per_channel_affine_float_qparams", "quantize_per_tensor", "quantize_per_channel",
                  "quantize_per_tensor_dynamic", "dequantize", "int_repr"):
         ns[name] = globals()[name]
-    # A float tensor's dequantize() is itself, as in PyTorch.
-    Tensor.dequantize = lambda self: self
+    # A plain tensor's dequantize() is its float32 value (itself when already float32), as in
+    # PyTorch
+    Tensor.dequantize = lambda self: self.to(ember.float32)
     _IS_TENSOR = ns["is_tensor"]
     _is_tensor_or_quantized.__doc__ = _IS_TENSOR.__doc__
     _is_tensor_or_quantized.__name__ = "is_tensor"

@@ -487,8 +487,11 @@ def broadcast_shapes(*shapes: Any) -> Any:
     for s in shapes:
         s = (s,) if isinstance(s, int) else tuple(s)
         for v in s:
-            if not isinstance(v, int) or v < 0:
+            if not isinstance(v, int):
                 raise RuntimeError(f"broadcast_shapes: invalid shape {s}")
+            if v < 0:  # PyTorch's ValueError
+                raise ValueError(f"broadcast_shapes: invalid shape {s}: attempting to broadcast "
+                                 "a dimension with negative length")
         n = max(len(result), len(s))
         a = [1] * (n - len(result)) + result
         b = [1] * (n - len(s)) + list(s)

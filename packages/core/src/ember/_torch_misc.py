@@ -644,8 +644,23 @@ def _torch_range(start: float, end: float, step: float = 1, *, dtype: Any = None
                   "its behavior is inconsistent with Python's range builtin. Instead, use "
                   "ember.arange, which produces values in [start, end).", UserWarning,
                   stacklevel=2)
+    out_arg = kwargs.pop("out", None)
+    if "layout" in kwargs:
+        from ember._factory_kwargs import sparse_result, take_layout
+
+        if (sparse := take_layout("range", kwargs)) is not None:
+            return sparse_result("range", _torch_range, sparse, (start, end, step), kwargs)
     if kwargs:
         raise TypeError(f"range() got unexpected keyword arguments {sorted(kwargs)}")
+    if out_arg is not None:  # computed in out's dtype unless dtype= says (it must then agree)
+        if dtype is not None and dtype is not out_arg.dtype:
+            raise RuntimeError(f"range(): dtype {dtype} does not match out's dtype "
+                               f"{out_arg.dtype}")
+        with warnings.catch_warnings():  # warned once above
+            warnings.simplefilter("ignore")
+            r = _torch_range(start, end, step, dtype=out_arg.dtype, device=out_arg.device)
+        out_arg.resize_(r.shape).copy_(r)
+        return out_arg
     if step == 0:
         raise RuntimeError("range(): step must be nonzero")
     if (end - start) * step < 0:

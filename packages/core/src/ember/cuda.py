@@ -655,11 +655,17 @@ def _pinned_result(t: Any, op: str, requires_grad: bool = False) -> Any:
 _PIN_FACTORIES = ("empty", "zeros", "ones", "full", "rand", "randn", "randint", "randperm",
                   "arange", "linspace", "logspace", "eye", "empty_strided", "empty_like",
                   "zeros_like", "ones_like", "full_like", "rand_like", "randn_like",
-                  "randint_like")
+                  "randint_like", "normal")
 
 
 def _pinnable(fn: Any, name: str) -> Any:
     def factory(*args: Any, **kwargs: Any) -> Any:
+        if "layout" in kwargs:  # layout=: ember.strided (the default) or a sparse one
+            from ember._factory_kwargs import sparse_result, take_layout
+
+            sparse = take_layout(name, kwargs)
+            if sparse is not None:
+                return sparse_result(name, factory, sparse, args, kwargs)
         if kwargs.pop("pin_memory", False):
             rg = kwargs.pop("requires_grad", False)
             return _pinned_result(fn(*args, **kwargs), name, rg)
@@ -680,6 +686,14 @@ def _install_pin_memory_factories() -> None:
         fn = getattr(ember, name, None)
         if fn is not None and not hasattr(fn, "__wrapped__"):
             setattr(ember, name, _pinnable(fn, name))
+    # Tensor.new_*: layout= and pin_memory=False too, as PyTorch's
+    from ember._C import Tensor
+    from ember._factory_kwargs import with_layout
+
+    for name in ("new_empty", "new_zeros", "new_ones", "new_full"):
+        fn = getattr(Tensor, name, None)
+        if fn is not None and not hasattr(fn, "__wrapped__"):
+            setattr(Tensor, name, with_layout(fn, name))
 
 
 _install_pin_memory_factories()

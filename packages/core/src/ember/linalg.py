@@ -490,6 +490,11 @@ def _rt(name: str, fields: Sequence[str], values: Sequence[Any], out: Any = None
     return cls(*values)
 
 
+# Ops whose integer-dtype refusal is torch's NotImplementedError (a kernel with no integer
+# version), not its "Expected a floating point or complex tensor" RuntimeError.
+_INT_NOTIMPL = frozenset({"linalg.eigh", "linalg.eigvalsh", "linalg.lu",
+                          "torch.linalg.lu_factor_ex", "linalg.solve_triangular",
+                          "cholesky_solve", "cholesky_inverse"})
 # Ops whose float16 / bfloat16 refusal is a RuntimeError in torch (not a NotImplementedError).
 _LOWP_RUNTIME = frozenset({"linalg.inv", "linalg.slogdet", "linalg.pinv", "linalg.lstsq",
                            "linalg.matrix_rank", "linalg.matrix_norm", "logdet"})
@@ -502,8 +507,9 @@ def _check_matrix(op: str, A: Tensor, name: str = "A", square: bool = False) -> 
     if A.ndim < 2:
         raise RuntimeError(f"{op}: The input tensor {name} must have at least 2 dimensions.")
     if not (A.is_floating_point() or A.is_complex()):
-        raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got "
-                           f"{_dtype_name(A.dtype)}")
+        err = NotImplementedError if op in _INT_NOTIMPL else RuntimeError
+        raise err(f"{op}: Expected a floating point or complex tensor as input. Got "
+                  f"{_dtype_name(A.dtype)}")
     if A.dtype not in (_C.float32, _C.float64, _C.complex64, _C.complex128):
         # torch's own check (a RuntimeError) covers a few ops; the rest reach a kernel that is
         # not implemented for half dtypes (a NotImplementedError)

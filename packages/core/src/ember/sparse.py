@@ -1877,40 +1877,32 @@ def _user_hooks(t: Tensor) -> tuple[list[Any], list[Any]]:
             [getattr(f, "_ember_user_hook", f) for f in post])
 
 
-def _pending_entry(t: Tensor) -> list[Any] | None:
-    """The running backward()/grad() call's ``[tensor, sparse grad]`` for ``t``, if any."""
-    from ember.autograd import _frame_stack
-
-    st = _frame_stack()
-    if not st:
-        return None
-    entry = st[-1].pending.get(id(t))
-    return entry if entry is not None and entry[0] is t else None
-
-
 def _skip_when_sparse(t: Tensor, fn: Any, post: bool) -> Any:
     """A leaf hook aware of sparse gradients held by the running backward()/grad() call: the
     engine's empty (None) gradient, left by the Function that produced the sparse one, is not
     passed on (the hook sees the sparse gradient instead, once, in ``_deliver_frame``); when a
     dense gradient arrives too, the hook sees their dense sum, once, as PyTorch sums the parts
     before running the hooks."""
-    ref = weakref.ref(t)
+    # the leaf by id, not by a weak reference: a weakref would make the tensor refuse
+    # ember.utils.swap_tensors (module conversions under the swap switch) once hooked
+    tid = id(t)
     autograd = ember.autograd
 
     def hook(arg: Any) -> Any:
         if not autograd._sparse_seen:  # no sparse gradient was ever produced
             return fn(arg)
-        leaf = ref()
-        entry = _pending_entry(leaf) if leaf is not None else None
+        from ember.autograd import _frame_stack
+
+        st = _frame_stack()
+        entry = st[-1].pending.get(tid) if st else None
         if entry is None:
             return fn(arg)
+        leaf = entry[0]
         if post:
             return None if arg is leaf else fn(arg)
         if arg is None:
             return None
-        from ember.autograd import _frame_stack
-
-        _frame_stack()[-1].pending.pop(id(leaf))
+        st[-1].pending.pop(tid)
         arg = arg + entry[1].to_dense()
         r = fn(arg)
         return arg if r is None else r

@@ -545,7 +545,9 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
   dim = wrap_dim(dim, self->dim(), op);
   check_index_source(self, dim, index, source, op);
   Tensor target = inplace_target(self, out, op, {self, index, source});
-  Tensor idx = checked_index(index, as_1d(target)->size(dim), dim, false, op, ErrorKind::Runtime);
+  // PyTorch: IndexError for a 0-d / 1-d self, RuntimeError for more dims
+  Tensor idx = checked_index(index, as_1d(target)->size(dim), dim, false, op,
+                             self->dim() <= 1 ? ErrorKind::Index : ErrorKind::Runtime);
   index_put_along_dim(target, dim, idx, source, true, alpha, op);
   return target;
 }

@@ -17,7 +17,7 @@ does not fit them; these compare keys with ``is``.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any, Callable
 
 __all__ = ["WeakIdRef", "WeakIdKeyDictionary", "WeakTensorKeyDictionary", "TensorWeakRef"]
@@ -133,6 +133,26 @@ class WeakIdKeyDictionary(MutableMapping):
         return new
 
     __copy__ = copy
+
+    # the dict union operators, as weakref.WeakKeyDictionary's (a new dictionary, or in place)
+    def __or__(self, other: Any) -> Any:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        out = self.copy()
+        out.update(other)
+        return out
+
+    def __ror__(self, other: Any) -> Any:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        out = WeakIdKeyDictionary(ref_type=self.ref_type)
+        out.update(other)
+        out.update(self)
+        return out
+
+    def __ior__(self, other: Any) -> WeakIdKeyDictionary:
+        self.update(other)
+        return self
 
     def keyrefs(self) -> list:
         """The weak references to the keys."""

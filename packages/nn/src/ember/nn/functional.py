@@ -307,7 +307,8 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     [2.0]
     """
     if alpha == 0:
-        raise ValueError("celu: alpha must not be 0 (it divides the input)")
+        # RuntimeError, as PyTorch's "ZeroDivisionError: alpha cannot be 0 for CELU"
+        raise RuntimeError("celu: alpha must not be 0 (it divides the input)")
     _require_tensors("celu", input=input)
     return input.celu_(alpha) if inplace else _C.celu(input, alpha)
 
@@ -2247,10 +2248,30 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         return _UPSAMPLE_NEAREST[nd](input, out_sizes, *scales)
     if mode == "nearest-exact":
         return _UPSAMPLE_NEAREST_EXACT[nd](input, out_sizes, *scales)
+    if input.dtype is _C.uint8 and mode in ("bilinear", "bicubic"):
+        return _interpolate_uint8(input, out_sizes, scales, mode, bool(align_corners), antialias)
     if antialias:
         return _interpolate_aa(input, out_sizes, scales, mode, bool(align_corners))
     op = _C.upsample_bicubic2d if mode == "bicubic" else _UPSAMPLE_LINEAR[nd]
     return op(input, out_sizes, bool(align_corners), *scales)
+
+
+def _interpolate_uint8(input: Tensor, out_sizes: list[int], scales: list[float | None],
+                       mode: str, align_corners: bool, antialias: bool) -> Tensor:
+    """Bilinear / bicubic resize of a uint8 image batch, as PyTorch's uint8 kernel: separable,
+    along the width then the height, each pass rounded and clamped to 0..255 (in float32 here:
+    within 1, rarely 2, of PyTorch's fixed-point weights)."""
+    x = input.to(_C.float32)
+    h_in = _shape(input)[2]
+    for sizes, sc in (([h_in, out_sizes[1]], [None, scales[1]]),
+                      (list(out_sizes), [scales[0], None])):
+        if antialias:
+            x = _interpolate_aa(x, sizes, sc, mode, align_corners)
+        else:
+            op = _C.upsample_bicubic2d if mode == "bicubic" else _UPSAMPLE_LINEAR[2]
+            x = op(x, sizes, align_corners, *sc)
+        x = x.round().clamp(0, 255)
+    return x.to(_C.uint8)
 
 
 def _aa_weights(in_size: int, out_size: int, scale: float | None, bicubic: bool,
