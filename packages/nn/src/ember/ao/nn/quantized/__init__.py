@@ -187,16 +187,37 @@ class _WeightedQuantized(nn.Module):
     def bias(self) -> Tensor | None:
         return self._bias
 
+    # PyTorch's state dict layout: a conv's "weight" / "bias" entries, or a Linear's packed
+    # parameters ("_packed_params.dtype" and the (weight, bias) pair "_packed_params.
+    # _packed_params"), so that checkpoints move between the two libraries
+    _PACKED = False
+
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         super()._save_to_state_dict(destination, prefix, keep_vars)
-        destination[prefix + "weight"] = self._qweight
-        destination[prefix + "bias"] = self._bias
+        if not self._PACKED:
+            destination[prefix + "weight"] = self._qweight
+            destination[prefix + "bias"] = self._bias
         destination[prefix + "scale"] = ember.tensor(self.scale)
         destination[prefix + "zero_point"] = ember.tensor(self.zero_point)
+        if self._PACKED:
+            metadata = getattr(destination, "_metadata", None)
+            if metadata is not None:  # PyTorch's packed-params child module, version 3
+                metadata[prefix + "_packed_params"] = {"version": 3}
+            destination[prefix + "_packed_params.dtype"] = self._qweight.dtype
+            destination[prefix + "_packed_params._packed_params"] = (self._qweight, self._bias)
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: Any,
                               strict: bool, missing_keys: list, unexpected_keys: list,
                               error_msgs: list) -> None:
+        packed = prefix + "_packed_params._packed_params"
+        if packed in state_dict:  # PyTorch's Linear layout (ember's before, too: both load)
+            pair = state_dict.pop(packed)
+            state_dict.pop(prefix + "_packed_params.dtype", None)
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                error_msgs.append(f"'{packed}': expected a (weight, bias) pair, got "
+                                  f"{type(pair).__name__}")
+            else:
+                state_dict[prefix + "weight"], state_dict[prefix + "bias"] = pair
         for name in ("weight", "bias", "scale", "zero_point"):
             key = prefix + name
             if key not in state_dict:
@@ -205,9 +226,18 @@ class _WeightedQuantized(nn.Module):
                 continue
             val = state_dict.pop(key)
             if name == "weight":
+                if self._qweight is not None and tuple(getattr(val, "shape", ())) != \
+                        tuple(self._qweight.shape):
+                    error_msgs.append(f"size mismatch for {key}: copying a param with shape "
+                                      f"{tuple(getattr(val, 'shape', ()))} from checkpoint, "
+                                      f"the shape in current model is "
+                                      f"{tuple(self._qweight.shape)}.")
+                    continue
                 self.set_weight_bias(val, self._bias)
             elif name == "bias":
-                self._bias = val
+                # a plain tensor (PyTorch's checkpoints hold a Parameter, which assigned as
+                # is would become a registered parameter of this module)
+                self._bias = None if val is None else val.detach().to(ember.float32)
             elif name == "scale":
                 self.scale = float(val)
             else:
@@ -225,6 +255,8 @@ class Linear(_WeightedQuantized):
     ``scale`` / ``zero_point``."""
 
     _FLOAT_MODULE: Any = nn.Linear
+    _PACKED = True
+    _version = 3  # PyTorch's: its loader reads the packed layout from version 2 on
 
     def __init__(self, in_features: int, out_features: int, bias_: bool = True,
                  dtype: Any = ember.qint8) -> None:

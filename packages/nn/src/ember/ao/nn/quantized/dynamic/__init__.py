@@ -43,6 +43,7 @@ class Linear(nnq.Linear):
     ``nn.Linear``)."""
 
     _FLOAT_MODULE: Any = nn.Linear
+    _version = 4  # PyTorch's
 
     def __init__(self, in_features: int, out_features: int, bias_: bool = True,
                  dtype: Any = ember.qint8) -> None:
