@@ -25,8 +25,10 @@ import ember.nn.functional as F
 from ember import Tensor, nn
 from ember._quantized import QuantizedTensor, _f32
 
-__all__ = ["Quantize", "DeQuantize", "Linear", "Conv1d", "Conv2d", "ReLU", "ReLU6", "FloatFunctional",
-           "QFunctional", "BatchNorm2d", "Hardswish", "LeakyReLU", "ELU", "Dropout"]
+__all__ = ["Quantize", "DeQuantize", "Linear", "Conv1d", "Conv2d", "ConvTranspose1d",
+           "ConvTranspose2d", "ReLU", "ReLU6", "FloatFunctional", "QFunctional", "BatchNorm2d",
+           "Hardswish", "LeakyReLU", "ELU", "Sigmoid", "Softmax", "LayerNorm", "Dropout",
+           "Embedding", "EmbeddingBag"]
 
 
 def _check_quantized(op: str, x: Any) -> QuantizedTensor:
@@ -495,15 +497,148 @@ class Conv1d(Conv2d):
         return out.squeeze(2)
 
 
+class _ConvTransposeNd(_WeightedQuantized):
+    """A quantized transposed convolution (zeros padding): quint8 input, qint8 weight of
+    shape (in, out / groups, *kernel) quantized per tensor (as PyTorch's fbgemm requires),
+    float bias, quint8 output. The integers are accumulated exactly (a float64 transposed
+    convolution of the zero-point-shifted integers) and requantized as the other convs."""
+
+    _DIMS = 2
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, output_padding: Any = 0, groups: int = 1, bias: bool = True,
+                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {name}')
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels "
+                             f"({out_channels}) must be divisible by groups ({groups})")
+
+        def tup(v: Any) -> tuple[int, ...]:
+            return (v,) * self._DIMS if isinstance(v, int) else tuple(v)
+
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride, self.padding = tup(kernel_size), tup(stride), tup(padding)
+        self.output_padding, self.dilation = tup(output_padding), tup(dilation)
+        self.groups, self.padding_mode, self.transposed = groups, padding_mode, True
+        self._init_qparams()
+        qw = ember.quantize_per_tensor(
+            ember.zeros(in_channels, out_channels // groups, *self.kernel_size), 1.0, 0,
+            ember.qint8)
+        self.set_weight_bias(qw, ember.zeros(out_channels) if bias else None)
+
+    def set_weight_bias(self, w: QuantizedTensor, b: Tensor | None) -> None:
+        if isinstance(w, QuantizedTensor) and w._per_channel():
+            raise RuntimeError(f"{type(self).__name__}.set_weight_bias: the weight must be "
+                               "quantized per tensor (per-channel weights are not supported "
+                               "for transposed convolutions, as in PyTorch)")
+        super().set_weight_bias(w, b)
+
+    def extra_repr(self) -> str:
+        zeros, ones = (0,) * self._DIMS, (1,) * self._DIMS
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}, scale={self.scale}, zero_point={self.zero_point}")
+        for name, default in (("padding", zeros), ("dilation", ones),
+                              ("output_padding", zeros)):
+            if getattr(self, name) != default:
+                s += f", {name}={getattr(self, name)}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self._bias is None:
+            s += ", bias=False"
+        return s
+
+    def forward(self, x: QuantizedTensor) -> QuantizedTensor:
+        name = type(self).__name__
+        x = _check_quantized(name, x)
+        if x.dim() != self._DIMS + 2 or x.shape[1] != self.in_channels:
+            raise ValueError(f"{name}: expected an input of shape (N, {self.in_channels}, "
+                             f"{', '.join('LHW'[3 - self._DIMS:])}), got {tuple(x.shape)}")
+        xi = x._data.to(ember.float64) - x._zero_point
+        w = self._qweight
+        wi = w._data.to(ember.float64) - w._zero_point
+        conv = F.conv_transpose1d if self._DIMS == 1 else F.conv_transpose2d
+        acc = conv(xi, wi, None, self.stride, self.padding, self.output_padding, self.groups,
+                   self.dilation)  # exact: sums of integer products well inside float64
+        w_scale = ember.full((self.out_channels,), _f32(w._scale))
+        out = _requantize(acc, x._scale, w_scale, self._bias, self.scale, self.zero_point,
+                          self._RELU, 1)
+        return _quantized_out(out, self.scale, self.zero_point)
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False
+                   ) -> _ConvTransposeNd:
+        """The quantized layer for an observed float ConvTranspose (per-tensor weight
+        observer)."""
+        if type(mod) is not cls._FLOAT_MODULE:
+            raise AssertionError(f" nnq.{cls.__name__}.from_float only works for "
+                                 f"{cls._FLOAT_MODULE.__name__}")
+        if not hasattr(mod, "qconfig") or mod.qconfig is None:
+            raise AssertionError("Input float module must have qconfig defined.")
+        weight_post_process = mod.qconfig.weight()
+        weight_post_process(mod.weight)
+        if weight_post_process.dtype is not ember.qint8:
+            raise AssertionError(f"Weight observer must have a dtype of qint8, got "
+                                 f"{weight_post_process.dtype}")
+        qweight = _quantize_weight(mod.weight.detach().float(), weight_post_process)
+        out = cls(mod.in_channels, mod.out_channels, mod.kernel_size, mod.stride, mod.padding,
+                  mod.output_padding, mod.groups, mod.bias is not None, mod.dilation,
+                  mod.padding_mode)
+        out.set_weight_bias(qweight, mod.bias)
+        app = getattr(mod, "activation_post_process", None)
+        if app is not None and app.dtype is not ember.float32:
+            act_scale, act_zp = app.calculate_qparams()
+            out.scale, out.zero_point = float(act_scale.item()), int(act_zp.item())
+        return out
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """A quantized ConvTranspose1d."""
+
+    _FLOAT_MODULE: Any = nn.ConvTranspose1d
+    _DIMS = 1
+
+    def _get_name(self) -> str:
+        return "QuantizedConvTranspose1d"
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """A quantized ConvTranspose2d.
+
+    >>> import ember
+    >>> m = ConvTranspose2d(1, 1, 2)
+    >>> m.set_weight_bias(ember.quantize_per_tensor(ember.ones(1, 1, 2, 2), 0.5, 0, ember.qint8),
+    ...                   None)
+    >>> m.scale = 0.5
+    >>> x = ember.quantize_per_tensor(ember.ones(1, 1, 1, 1), 0.5, 0, ember.quint8)
+    >>> m(x).dequantize().tolist()
+    [[[[1.0, 1.0], [1.0, 1.0]]]]
+    """
+
+    _FLOAT_MODULE: Any = nn.ConvTranspose2d
+    _DIMS = 2
+
+    def _get_name(self) -> str:
+        return "QuantizedConvTranspose2d"
+
+
 # ---- element-wise and normalization modules: float math between dequantize and requantize ----
 class _OutputQParamsState(nn.Module):
     """Saves the output ``scale`` / ``zero_point`` (plain numbers) in the state dict, as
     PyTorch's quantized modules do, and loads them back."""
 
+    # shape of the saved entries: () as a fresh PyTorch module has them; a converted PyTorch
+    # BatchNorm holds its observer's one-element tensors (from_float sets (1,))
+    _qparams_shape: tuple[int, ...] = ()
+
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         super()._save_to_state_dict(destination, prefix, keep_vars)
-        destination[prefix + "scale"] = ember.tensor(self.scale)
-        destination[prefix + "zero_point"] = ember.tensor(self.zero_point)
+        shape = self._qparams_shape
+        destination[prefix + "scale"] = ember.tensor(self.scale).reshape(shape)
+        destination[prefix + "zero_point"] = ember.tensor(self.zero_point).reshape(shape)
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: Any,
                               strict: bool, missing_keys: list, unexpected_keys: list,
@@ -605,11 +740,98 @@ class ELU(_Requantized):
         return cls(*cls._observed(mod), mod.alpha)
 
 
+class Sigmoid(_Requantized):
+    """Quantized Sigmoid with the given output parameters (PyTorch's ``nnq.Sigmoid``; eager
+    ``convert`` leaves ``nn.Sigmoid`` float, as PyTorch's default mapping does)."""
+
+    def __init__(self, output_scale: float, output_zero_point: int) -> None:
+        super().__init__(output_scale, output_zero_point)
+
+    @property
+    def output_scale(self) -> float:
+        return self.scale
+
+    @property
+    def output_zero_point(self) -> int:
+        return self.zero_point
+
+    def _float(self, x: Tensor) -> Tensor:
+        return ember.sigmoid(x)
+
+    def extra_repr(self) -> str:
+        return ""
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Sigmoid:
+        return cls(*cls._observed(mod))
+
+
+class Softmax(_Requantized):
+    """Quantized Softmax over ``dim`` with the output's ``scale`` / ``zero_point``."""
+
+    def __init__(self, dim: int | None = None, scale: float = 1.0, zero_point: int = 0) -> None:
+        super().__init__(scale, zero_point)
+        self.dim = dim
+
+    def _float(self, x: Tensor) -> Tensor:
+        dim = self.dim if self.dim is not None else (0 if x.dim() in (0, 1, 3) else 1)
+        return F.softmax(x, dim)
+
+    def _get_name(self) -> str:
+        return "QuantizedSoftmax"
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, scale={self.scale}, zero_point={self.zero_point}"
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Softmax:
+        return cls(mod.dim, *cls._observed(mod))
+
+
+class LayerNorm(_Requantized):
+    """Quantized LayerNorm: the float normalization of the dequantized input (its float
+    ``weight`` / ``bias``), requantized to the output's ``scale`` / ``zero_point``."""
+
+    def __init__(self, normalized_shape: Any, weight: Tensor | None, bias: Tensor | None,
+                 scale: float, zero_point: int, eps: float = 1e-5,
+                 elementwise_affine: bool = True, device: Any = None, dtype: Any = None
+                 ) -> None:
+        super().__init__(scale, zero_point)
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape = tuple(int(n) for n in shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            w = ember.ones(self.normalized_shape) if weight is None else weight.detach().float()
+            b = ember.zeros(self.normalized_shape) if bias is None else bias.detach().float()
+            self.weight = nn.Parameter(w.clone(), requires_grad=False)
+            self.bias = nn.Parameter(b.clone(), requires_grad=False)
+        else:
+            self.weight = self.bias = None
+
+    def _float(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def _get_name(self) -> str:
+        return "QuantizedLayerNorm"
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine="
+                f"{self.elementwise_affine}, bias={self.bias is not None}")
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> LayerNorm:
+        scale, zero_point = cls._observed(mod)
+        return cls(mod.normalized_shape, mod.weight, mod.bias, scale, zero_point, mod.eps,
+                   mod.elementwise_affine)
+
+
 class BatchNorm2d(_Requantized):
     """Quantized BatchNorm2d (inference: running statistics), optionally followed by ReLU in
     the fused ``ember.ao.nn.intrinsic.quantized.BNReLU2d``."""
 
     _RELU = False
+    _version = 2  # (PyTorch's: its state dict has num_batches_tracked)
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  device: Any = None, dtype: Any = None) -> None:
@@ -621,6 +843,7 @@ class BatchNorm2d(_Requantized):
         self.bias = nn.Parameter(ember.zeros(num_features), requires_grad=False)
         self.register_buffer("running_mean", ember.zeros(num_features))
         self.register_buffer("running_var", ember.ones(num_features))
+        self.register_buffer("num_batches_tracked", ember.tensor(0, dtype=ember.int64))
 
     def _float(self, x: Tensor) -> Tensor:
         if x.dim() != 4 or x.shape[1] != self.num_features:
@@ -651,6 +874,7 @@ class BatchNorm2d(_Requantized):
         out.running_mean = mod.running_mean.clone()
         out.running_var = mod.running_var.clone()
         out.scale, out.zero_point = scale, zero_point
+        out._qparams_shape = (1,)
         return out
 
 
@@ -818,3 +1042,4 @@ class QFunctional(_OutputQParamsState):
 
 
 from ember.ao.nn.quantized import dynamic  # noqa: E402,F401
+from ember.ao.nn.quantized.embedding_ops import Embedding, EmbeddingBag  # noqa: E402
