@@ -304,3 +304,135 @@ def test_embedding_convert_with_default_mapping():
                                             ember.tensor([2.0]), 0, ember.quint8))
     assert e.weight().int_repr().tolist() == [[0, 2, 6]]
     assert e(ember.tensor([0])).tolist() == [[-1.0, 0.0, 2.0]]
+
+
+# ---- 3. reference modules and the FX flow -----------------------------------------------------
+def test_reference_linear_and_conv_match_torch():
+    import ember.ao.nn.quantized.reference as er
+    import torch.ao.nn.quantized.reference as tr
+    from torch.ao.quantization.utils import get_qparam_dict as t_qparams
+
+    torch.manual_seed(5)
+    tl, el = torch.nn.Linear(5, 3), nn.Linear(5, 3)
+    _copy_weights(tl, el)
+    tobs, eobs = tq.default_per_channel_weight_observer(), eq.default_per_channel_weight_observer()
+    tobs(tl.weight)
+    eobs(el.weight)
+    tm, em = tr.Linear.from_float(tl, t_qparams(tobs)), er.Linear.from_float(el, er.get_qparam_dict(eobs))
+    assert em.get_quantized_weight().int_repr().tolist() == \
+        tm.get_quantized_weight().int_repr().tolist()
+    np.testing.assert_array_equal(em.get_weight().numpy(), tm.get_weight().detach().numpy())
+    x = torch.randn(4, 5)
+    np.testing.assert_allclose(em(_e(x)).detach().numpy(), tm(x).detach().numpy(), atol=1e-6)
+    assert repr(em) == repr(tm) and list(em.state_dict()) == list(tm.state_dict())
+    tc, ec = torch.nn.Conv2d(2, 3, 3), nn.Conv2d(2, 3, 3)
+    _copy_weights(tc, ec)
+    tobs, eobs = tq.default_weight_observer(), eq.default_weight_observer()
+    tobs(tc.weight)
+    eobs(ec.weight)
+    tm, em = tr.Conv2d.from_float(tc, t_qparams(tobs)), er.Conv2d.from_float(ec, er.get_qparam_dict(eobs))
+    x = torch.randn(2, 2, 5, 5)
+    np.testing.assert_allclose(em(_e(x)).detach().numpy(), tm(x).detach().numpy(), atol=1e-6)
+    em.load_state_dict(_torch_save_load_ember(tm.state_dict()))  # qscheme / dtype entries too
+    assert em.weight_qscheme is ember.per_tensor_affine and em.weight_dtype is ember.qint8
+    # explicit: weight 0.26 with scale 0.1 -> 3 -> 0.3
+    lin = nn.Linear(1, 1)
+    lin.weight.data = ember.tensor([[0.26]])
+    ref = er.Linear.from_float(lin, {"qscheme": ember.per_tensor_affine, "dtype": ember.qint8,
+                                     "scale": 0.1, "zero_point": 0})
+    assert ref.get_weight().tolist() == [[pytest.approx(0.3)]]
+
+
+def _fx_models():
+    import ember.nn.functional as EF
+    import torch.nn.functional as TF
+
+    def make(lib, F):
+        class M(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.c, self.bn, self.r = lib.nn.Conv2d(2, 3, 3), lib.nn.BatchNorm2d(3), lib.nn.ReLU()
+                self.l0, self.l1, self.l2 = lib.nn.Linear(12, 12), lib.nn.Linear(12, 12), \
+                    lib.nn.Linear(12, 4)
+                self.r2 = lib.nn.ReLU()
+
+            def forward(self, x):
+                y = lib.flatten(self.r(self.bn(self.c(x))), 1)
+                a = self.l0(y)
+                b = self.r2(self.l1(a))
+                z = F.relu(a + b)
+                return self.l2(z).reshape(2, -1)
+
+        return M().eval()
+
+    torch.manual_seed(6)
+    tm, em = make(torch, TF), make(ember, EF)
+    _copy_weights(tm, em)
+    return tm, em
+
+
+@pytest.fixture(scope="module")
+def _fx_prepared():
+    """torch's and ember's FX-prepared and calibrated models (once: torch's first prepare_fx
+    is slow)."""
+    from ember.ao.quantization import quantize_fx as efx
+    from torch.ao.quantization import quantize_fx as tfx
+
+    tm, em = _fx_models()
+    ex, cal = torch.randn(2, 2, 4, 4), torch.randn(16, 2, 4, 4)
+    tp = tfx.prepare_fx(tm, tq.get_default_qconfig_mapping("x86"), (ex,))
+    ep = efx.prepare_fx(em, eq.get_default_qconfig_mapping("x86"), (_e(ex),))
+    # the same observers in the same places (shared ones counted once)
+    t_obs = {id(m) for n, m in tp.named_modules() if "activation_post_process" in n}
+    e_obs = {id(m) for n, m in ep.named_modules() if "activation_post_process" in n}
+    assert len(e_obs) == len(t_obs) == 6
+    tp(cal)
+    ep(_e(cal))
+    return tp, ep
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_prepare_fx_convert_fx_match_torch(reference, _fx_prepared):
+    import copy
+
+    from ember.ao.quantization import quantize_fx as efx
+    from torch.ao.quantization import quantize_fx as tfx
+
+    tp, ep = (copy.deepcopy(m) for m in _fx_prepared)
+    x = torch.randn(2, 2, 4, 4)
+    if reference:
+        tc, ec = tfx.convert_to_reference_fx(tp), efx.convert_to_reference_fx(ep)
+        assert type(ec.get_submodule("l0")).__name__ == "Linear"
+        assert ec.get_submodule("l0")._get_name() == "QuantizedLinear(Reference)"
+    else:
+        tc, ec = tfx.convert_fx(tp), efx.convert_fx(ep)
+        kinds = {n: type(m).__name__ for n, m in ec.named_children()}
+        assert kinds["c"] == "ConvReLU2d" and kinds["l1"] == "LinearReLU"
+        assert kinds["l0"] == kinds["l2"] == "Linear"
+        for name in ("c", "l0", "l1", "l2"):
+            tmod, emod = tc.get_submodule(name), ec.get_submodule(name)
+            assert emod.zero_point == tmod.zero_point
+            assert emod.scale == pytest.approx(tmod.scale, rel=1e-6)
+            assert emod.weight().int_repr().tolist() == tmod.weight().int_repr().tolist()
+    want, got = tc(x).detach().numpy(), ec(_e(x)).detach().numpy()
+    assert np.abs(got - want).max() < 1e-6  # the same integers (scales agree to float32 ulps)
+
+
+def test_fx_flow_partial_qconfig_and_errors():
+    from ember.ao.quantization import quantize_fx as efx
+
+    m = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 2)).eval()
+    mapping = eq.QConfigMapping().set_global(eq.default_qconfig).set_module_name("2", None)
+    p = efx.prepare_fx(m, mapping, (ember.randn(1, 3),))
+    p(ember.randn(8, 3))
+    q = efx.convert_fx(p)
+    assert type(q.get_submodule("0")) is ennq.Linear
+    assert type(q.get_submodule("2")) is nn.Linear  # left float by the mapping
+    y = q(ember.randn(4, 3))
+    assert isinstance(y, ember.Tensor) and y.shape == (4, 2)
+    with pytest.raises(AssertionError, match="eval mode"):
+        efx.prepare_fx(nn.Linear(2, 2), mapping, (ember.randn(1, 2),))
+    with pytest.raises(TypeError, match="tuple"):
+        efx.prepare_fx(m, mapping, ember.randn(1, 3))
+    with pytest.raises(RuntimeError, match="prepare_fx"):
+        efx.convert_fx(ember.fx.symbolic_trace(m))
