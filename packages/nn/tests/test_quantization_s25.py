@@ -436,3 +436,46 @@ def test_fx_flow_partial_qconfig_and_errors():
         efx.prepare_fx(m, mapping, ember.randn(1, 3))
     with pytest.raises(RuntimeError, match="prepare_fx"):
         efx.convert_fx(ember.fx.symbolic_trace(m))
+
+
+# ---- 4. the shared module code prints as torch's modules do ------------------------------------
+def test_quantized_module_reprs_match_torch():
+    import ember.ao.nn.intrinsic.quantized as eiq
+    import ember.ao.nn.quantized.dynamic as eqd
+    import torch.ao.nn.intrinsic.quantized as tiq
+    import torch.ao.nn.quantized.dynamic as tqd
+
+    def both(make):
+        return repr(make(ennq, eiq, eqd)).replace("ember.", "torch."), repr(make(tnnq, tiq, tqd))
+
+    for make in (lambda q, i, d: q.Conv2d(2, 4, 3, padding=1, groups=2),
+                 lambda q, i, d: q.Conv1d(2, 4, 3, dilation=2, bias=False),
+                 lambda q, i, d: q.ConvTranspose2d(2, 2, 2, output_padding=1, stride=2),
+                 lambda q, i, d: q.ConvTranspose1d(2, 2, 3, padding=1),
+                 lambda q, i, d: q.Linear(2, 3), lambda q, i, d: i.LinearReLU(2, 2),
+                 lambda q, i, d: i.ConvReLU1d(1, 1, 1), lambda q, i, d: q.Hardswish(0.1, 2),
+                 lambda q, i, d: q.ELU(0.1, 2, 0.5), lambda q, i, d: q.LeakyReLU(0.1, 1),
+                 lambda q, i, d: i.BNReLU2d(2), lambda q, i, d: d.LSTM(2, 3, num_layers=2),
+                 lambda q, i, d: d.GRU(2, 2, bidirectional=True),
+                 lambda q, i, d: q.Sigmoid(0.1, 0), lambda q, i, d: q.Softmax(1),
+                 lambda q, i, d: q.LayerNorm(4, None, None, 0.1, 2),
+                 lambda q, i, d: q.Embedding(3, 2), lambda q, i, d: q.EmbeddingBag(3, 2)):
+        got, want = both(make)
+        assert got == want
+
+
+def test_dynamic_gru_uses_the_float_step():
+    # the shared float GRU step: h' = n + z * (h - n), as PyTorch's cell
+    import ember.ao.nn.quantized.dynamic as eqd
+
+    torch.manual_seed(7)
+    tg, eg = torch.nn.GRU(3, 4), nn.GRU(3, 4)
+    _copy_weights(tg, eg)
+    tg.qconfig = tq.default_dynamic_qconfig
+    eg.qconfig = eq.default_dynamic_qconfig
+    import torch.ao.nn.quantized.dynamic as tqd
+
+    tq_gru, eq_gru = tqd.GRU.from_float(tg), eqd.GRU.from_float(eg)
+    x = torch.randn(5, 2, 3)
+    np.testing.assert_allclose(eq_gru(_e(x))[0].numpy(), tq_gru(x)[0].detach().numpy(),
+                               atol=1e-5)

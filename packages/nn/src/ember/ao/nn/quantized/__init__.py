@@ -247,6 +247,9 @@ class _WeightedQuantized(nn.Module):
         super()._load_from_state_dict(state_dict, prefix, local_metadata, False, missing_keys,
                                       unexpected_keys, error_msgs)
 
+    def _get_name(self) -> str:
+        return "Quantized" + type(self).__name__
+
     def _qscheme_repr(self) -> str:
         return f"scale={self.scale}, zero_point={self.zero_point}, qscheme=" \
                f"{self._qweight.qscheme() if self._qweight is not None else None}"
@@ -269,9 +272,6 @@ class Linear(_WeightedQuantized):
         qw = ember.quantize_per_tensor(ember.zeros(out_features, in_features), 1.0, 0,
                                        ember.qint8)
         self.set_weight_bias(qw, ember.zeros(out_features) if bias_ else None)
-
-    def _get_name(self) -> str:
-        return "QuantizedLinear"
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
@@ -324,6 +324,22 @@ def _pair(v: Any) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else tuple(v)  # type: ignore[return-value]
 
 
+def _conv_repr(m: Any, optional: tuple[str, ...]) -> str:
+    """A quantized conv's repr as PyTorch prints it: the optional geometry only where it
+    differs from its default (0 for paddings, 1 for dilation)."""
+    s = (f"{m.in_channels}, {m.out_channels}, kernel_size={m.kernel_size}, "
+         f"stride={m.stride}, scale={m.scale}, zero_point={m.zero_point}")
+    for name in optional:
+        value = getattr(m, name)
+        if value != (1 if name == "dilation" else 0,) * len(m.kernel_size):
+            s += f", {name}={value}"
+    if m.groups != 1:
+        s += f", groups={m.groups}"
+    if m._bias is None:
+        s += ", bias=False"
+    return s
+
+
 class Conv2d(_WeightedQuantized):
     """A quantized Conv2d (zeros padding): quint8 input, qint8 weight (per output channel or
     per tensor), float bias, quint8 output with ``scale`` / ``zero_point``."""
@@ -355,21 +371,8 @@ class Conv2d(_WeightedQuantized):
             ember.qint8)
         self.set_weight_bias(qw, ember.zeros(out_channels) if bias else None)
 
-    def _get_name(self) -> str:
-        return "QuantizedConv2d"
-
     def extra_repr(self) -> str:
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-             f"stride={self.stride}, scale={self.scale}, zero_point={self.zero_point}")
-        if self.padding != (0, 0):
-            s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
-            s += f", dilation={self.dilation}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self._bias is None:
-            s += ", bias=False"
-        return s
+        return _conv_repr(self, ("padding", "dilation"))
 
     def _geometry(self) -> tuple[tuple[int, int], ...]:
         """(kernel_size, stride, padding, dilation) as 2-D pairs."""
@@ -468,25 +471,10 @@ class Conv1d(Conv2d):
             ember.qint8)
         self.set_weight_bias(qw, self._bias)
 
-    def _get_name(self) -> str:
-        return "QuantizedConv1d"
-
     def _geometry(self) -> tuple[tuple[int, int], ...]:
         return ((1, self.kernel_size[0]), (1, self.stride[0]), (0, self.padding[0]),
                 (1, self.dilation[0]))
 
-    def extra_repr(self) -> str:
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-             f"stride={self.stride}, scale={self.scale}, zero_point={self.zero_point}")
-        if self.padding != (0,):
-            s += f", padding={self.padding}"
-        if self.dilation != (1,):
-            s += f", dilation={self.dilation}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self._bias is None:
-            s += ", bias=False"
-        return s
 
     def forward(self, x: QuantizedTensor) -> QuantizedTensor:
         x = _check_quantized(type(self).__name__, x)
@@ -538,18 +526,7 @@ class _ConvTransposeNd(_WeightedQuantized):
         super().set_weight_bias(w, b)
 
     def extra_repr(self) -> str:
-        zeros, ones = (0,) * self._DIMS, (1,) * self._DIMS
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-             f"stride={self.stride}, scale={self.scale}, zero_point={self.zero_point}")
-        for name, default in (("padding", zeros), ("dilation", ones),
-                              ("output_padding", zeros)):
-            if getattr(self, name) != default:
-                s += f", {name}={getattr(self, name)}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self._bias is None:
-            s += ", bias=False"
-        return s
+        return _conv_repr(self, ("padding", "dilation", "output_padding"))
 
     def forward(self, x: QuantizedTensor) -> QuantizedTensor:
         name = type(self).__name__
@@ -601,9 +578,6 @@ class ConvTranspose1d(_ConvTransposeNd):
     _FLOAT_MODULE: Any = nn.ConvTranspose1d
     _DIMS = 1
 
-    def _get_name(self) -> str:
-        return "QuantizedConvTranspose1d"
-
 
 class ConvTranspose2d(_ConvTransposeNd):
     """A quantized ConvTranspose2d.
@@ -620,9 +594,6 @@ class ConvTranspose2d(_ConvTransposeNd):
 
     _FLOAT_MODULE: Any = nn.ConvTranspose2d
     _DIMS = 2
-
-    def _get_name(self) -> str:
-        return "QuantizedConvTranspose2d"
 
 
 # ---- element-wise and normalization modules: float math between dequantize and requantize ----
@@ -673,10 +644,22 @@ class _Requantized(_OutputQParamsState):
     def extra_repr(self) -> str:
         return f"scale={self.scale}, zero_point={self.zero_point}"
 
+    # the float module's attributes its quantized form takes after (scale, zero_point)
+    _FLOAT_ARGS: tuple[str, ...] = ()
+
+    def _get_name(self) -> str:
+        return "Quantized" + type(self).__name__
+
     @staticmethod
     def _observed(mod: nn.Module) -> tuple[float, int]:
         scale, zero_point = mod.activation_post_process.calculate_qparams()
         return float(scale.item()), int(zero_point.item())
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Any:
+        """The quantized module for an observed float one: its observer's output parameters
+        and the float module's ``_FLOAT_ARGS``."""
+        return cls(*cls._observed(mod), *(getattr(mod, name) for name in cls._FLOAT_ARGS))
 
 
 class Hardswish(_Requantized):
@@ -685,19 +668,14 @@ class Hardswish(_Requantized):
     def _float(self, x: Tensor) -> Tensor:
         return F.hardswish(x)
 
-    def _get_name(self) -> str:
-        return "QuantizedHardswish"
-
     def extra_repr(self) -> str:
         return ""
-
-    @classmethod
-    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Hardswish:
-        return cls(*cls._observed(mod))
 
 
 class LeakyReLU(_Requantized):
     """Quantized LeakyReLU."""
+
+    _FLOAT_ARGS = ("negative_slope", "inplace")
 
     def __init__(self, scale: float, zero_point: int, negative_slope: float = 1e-2,
                  inplace: bool = False, device: Any = None, dtype: Any = None) -> None:
@@ -708,19 +686,14 @@ class LeakyReLU(_Requantized):
     def _float(self, x: Tensor) -> Tensor:
         return F.leaky_relu(x, self.negative_slope)
 
-    def _get_name(self) -> str:
-        return "QuantizedLeakyReLU"
-
     def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}"
-
-    @classmethod
-    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> LeakyReLU:
-        return cls(*cls._observed(mod), mod.negative_slope, mod.inplace)
 
 
 class ELU(_Requantized):
     """Quantized ELU."""
+
+    _FLOAT_ARGS = ("alpha",)
 
     def __init__(self, scale: float, zero_point: int, alpha: float = 1.0) -> None:
         super().__init__(scale, zero_point)
@@ -729,15 +702,8 @@ class ELU(_Requantized):
     def _float(self, x: Tensor) -> Tensor:
         return F.elu(x, self.alpha)
 
-    def _get_name(self) -> str:
-        return "QuantizedELU"
-
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}"
-
-    @classmethod
-    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> ELU:
-        return cls(*cls._observed(mod), mod.alpha)
 
 
 class Sigmoid(_Requantized):
@@ -758,12 +724,11 @@ class Sigmoid(_Requantized):
     def _float(self, x: Tensor) -> Tensor:
         return ember.sigmoid(x)
 
+    def _get_name(self) -> str:
+        return "Sigmoid"  # (PyTorch's prints as the float module)
+
     def extra_repr(self) -> str:
         return ""
-
-    @classmethod
-    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Sigmoid:
-        return cls(*cls._observed(mod))
 
 
 class Softmax(_Requantized):
@@ -777,11 +742,9 @@ class Softmax(_Requantized):
         dim = self.dim if self.dim is not None else (0 if x.dim() in (0, 1, 3) else 1)
         return F.softmax(x, dim)
 
-    def _get_name(self) -> str:
-        return "QuantizedSoftmax"
 
     def extra_repr(self) -> str:
-        return f"dim={self.dim}, scale={self.scale}, zero_point={self.zero_point}"
+        return f"dim={self.dim}"
 
     @classmethod
     def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Softmax:
@@ -801,19 +764,15 @@ class LayerNorm(_Requantized):
         self.normalized_shape = tuple(int(n) for n in shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            w = ember.ones(self.normalized_shape) if weight is None else weight.detach().float()
-            b = ember.zeros(self.normalized_shape) if bias is None else bias.detach().float()
-            self.weight = nn.Parameter(w.clone(), requires_grad=False)
-            self.bias = nn.Parameter(b.clone(), requires_grad=False)
-        else:
-            self.weight = self.bias = None
+        # the given float weight / bias (None: none, as in PyTorch)
+        self.weight = None if weight is None else nn.Parameter(
+            weight.detach().float().clone(), requires_grad=False)
+        self.bias = None if bias is None else nn.Parameter(
+            bias.detach().float().clone(), requires_grad=False)
 
     def _float(self, x: Tensor) -> Tensor:
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
-    def _get_name(self) -> str:
-        return "QuantizedLayerNorm"
 
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine="
@@ -853,8 +812,6 @@ class BatchNorm2d(_Requantized):
                          self.bias.detach(), False, 0.0, self.eps)
         return F.relu(y) if self._RELU else y
 
-    def _get_name(self) -> str:
-        return "QuantizedBatchNorm2d"
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine=True, "
