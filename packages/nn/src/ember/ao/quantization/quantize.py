@@ -66,6 +66,8 @@ def get_default_static_quant_module_mappings() -> dict[type, type]:
         nn.ELU: nnq.ELU, nn.Dropout: nnq.Dropout, nn.ConvTranspose1d: nnq.ConvTranspose1d,
         nn.ConvTranspose2d: nnq.ConvTranspose2d, nn.LayerNorm: nnq.LayerNorm,
         nn.Embedding: nnq.Embedding, nn.EmbeddingBag: nnq.EmbeddingBag,
+        nn.GroupNorm: nnq.GroupNorm, nn.InstanceNorm1d: nnq.InstanceNorm1d,
+        nn.InstanceNorm2d: nnq.InstanceNorm2d, nn.PReLU: nnq.PReLU,
     }
 
 

@@ -28,7 +28,8 @@ from ember._quantized import QuantizedTensor, _f32
 __all__ = ["Quantize", "DeQuantize", "Linear", "Conv1d", "Conv2d", "ConvTranspose1d",
            "ConvTranspose2d", "ReLU", "ReLU6", "FloatFunctional", "QFunctional", "BatchNorm2d",
            "Hardswish", "LeakyReLU", "ELU", "Sigmoid", "Softmax", "LayerNorm", "Dropout",
-           "Embedding", "EmbeddingBag"]
+           "Embedding", "EmbeddingBag", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
+           "PReLU"]
 
 
 def _check_quantized(op: str, x: Any) -> QuantizedTensor:
@@ -783,6 +784,109 @@ class LayerNorm(_Requantized):
         scale, zero_point = cls._observed(mod)
         return cls(mod.normalized_shape, mod.weight, mod.bias, scale, zero_point, mod.eps,
                    mod.elementwise_affine)
+
+
+class GroupNorm(_Requantized):
+    """Quantized GroupNorm: the float group normalization of the dequantized input,
+    requantized to the output's ``scale`` / ``zero_point``."""
+
+    def __init__(self, num_groups: int, num_channels: int, weight: Tensor | None,
+                 bias: Tensor | None, scale: float, zero_point: int, eps: float = 1e-5,
+                 affine: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__(scale, zero_point)
+        self.num_groups, self.num_channels = num_groups, num_channels
+        self.eps, self.affine = eps, affine
+        self.weight, self.bias = _frozen(weight), _frozen(bias)
+
+    def _float(self, x: Tensor) -> Tensor:
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, "
+                f"affine={self.affine}, bias={self.bias is not None}")
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> GroupNorm:
+        return cls(mod.num_groups, mod.num_channels, mod.weight, mod.bias, *cls._observed(mod),
+                   mod.eps, mod.affine)
+
+
+class _InstanceNorm(_Requantized):
+    """Quantized InstanceNorm: per-sample, per-channel normalization in float, requantized."""
+
+    def __init__(self, num_features: int, weight: Tensor | None, bias: Tensor | None,
+                 scale: float, zero_point: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__(scale, zero_point)
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.weight, self.bias = _frozen(weight), _frozen(bias)
+
+    def _float(self, x: Tensor) -> Tensor:
+        return F.instance_norm(x, None, None, self.weight, self.bias, True, self.momentum,
+                               self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Any:
+        return cls(mod.num_features, mod.weight, mod.bias, *cls._observed(mod), mod.eps,
+                   mod.momentum, mod.affine)
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Quantized InstanceNorm1d."""
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Quantized InstanceNorm2d."""
+
+
+class PReLU(_Requantized):
+    """Quantized PReLU: a quint8 slope per channel (or one), float arithmetic on the
+    dequantized values, requantized to ``scale`` / ``zero_point``."""
+
+    def __init__(self, output_scale: float, output_zero_point: int, num_parameters: int = 1
+                 ) -> None:
+        super().__init__(output_scale, output_zero_point)
+        self.num_parameters = num_parameters
+        self.set_weight(ember.quantize_per_tensor(ember.full((num_parameters,), 0.25), 1.0, 0,
+                                                  ember.quint8))
+
+    def set_weight(self, w: QuantizedTensor) -> None:
+        if not isinstance(w, QuantizedTensor) or w.numel() != self.num_parameters:
+            raise RuntimeError(f"PReLU.set_weight: expected a quantized weight of "
+                               f"{self.num_parameters} values, got "
+                               f"{getattr(w, 'shape', type(w).__name__)}")
+        self.weight = w
+
+    def _float(self, x: Tensor) -> Tensor:
+        w = self.weight.dequantize()
+        if w.numel() > 1 and x.dim() > 1:
+            w = w.reshape([1, -1] + [1] * (x.dim() - 2))
+        return ember.where(x >= 0, x, w * x)
+
+    def extra_repr(self) -> str:
+        return ""
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> PReLU:
+        out = cls(*cls._observed(mod), mod.num_parameters)
+        observer = mod.qconfig.weight()
+        float_wt = mod.weight.detach().float()
+        observer(float_wt)
+        scale, zero_point = observer.calculate_qparams()
+        out.set_weight(ember.quantize_per_tensor(float_wt, float(scale.reshape(-1)[0]),
+                                                 int(zero_point.reshape(-1)[0]), ember.quint8))
+        return out
+
+
+def _frozen(t: Tensor | None) -> nn.Parameter | None:
+    return None if t is None else nn.Parameter(t.detach().float().clone(), requires_grad=False)
 
 
 class BatchNorm2d(_Requantized):
