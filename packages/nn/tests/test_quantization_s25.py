@@ -526,4 +526,5 @@ def test_dynamic_quantized_state_dicts_cross():
     eqm.load_state_dict(_torch_save_load_ember(tqm.state_dict()))
     tqm.load_state_dict(_ember_save_load_torch(eqm.state_dict()))
     x = torch.randn(5, 4)
-    np.testing.assert_array_equal(eqm(_e(x)).numpy(), tqm(x).numpy())
+    # (the dynamic kernels' float rescaling agrees to a float32 ulp)
+    np.testing.assert_allclose(eqm(_e(x)).numpy(), tqm(x).numpy(), rtol=1e-6, atol=1e-7)
