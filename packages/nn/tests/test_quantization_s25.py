@@ -528,3 +528,35 @@ def test_dynamic_quantized_state_dicts_cross():
     x = torch.randn(5, 4)
     # (the dynamic kernels' float rescaling agrees to a float32 ulp)
     np.testing.assert_allclose(eqm(_e(x)).numpy(), tqm(x).numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_fx_fixed_qparams_and_scalar_ops_match_torch(_fx_prepared):
+    from ember.ao.quantization import quantize_fx as efx
+    from torch.ao.quantization import quantize_fx as tfx
+
+    def make(lib):
+        class M(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.l0, self.l1, self.l2 = lib.nn.Linear(8, 8), lib.nn.Linear(8, 8), \
+                    lib.nn.Linear(8, 8)
+
+            def forward(self, x):
+                a = self.l0(x)
+                b = self.l1(lib.sigmoid(a))  # fixed output parameters (1/256, 0)
+                return self.l2(b + a * 2.0)  # a scalar mul shares a's observer
+
+        return M().eval()
+
+    torch.manual_seed(10)
+    tm, em = make(torch), make(ember)
+    _copy_weights(tm, em)
+    ex, cal, x = torch.randn(2, 8), torch.randn(16, 8), torch.randn(4, 8)
+    tp = tfx.prepare_fx(tm, tq.get_default_qconfig_mapping("x86"), (ex,))
+    ep = efx.prepare_fx(em, eq.get_default_qconfig_mapping("x86"), (_e(ex),))
+    tp(cal)
+    ep(_e(cal))
+    tc, ec = tfx.convert_fx(tp), efx.convert_fx(ep)
+    assert ec.get_submodule("l0").scale == pytest.approx(tc.get_submodule("l0").scale, rel=1e-6)
+    assert "sigmoid" in ec.code and "mul_scalar" in ec.code
+    np.testing.assert_allclose(ec(_e(x)).numpy(), tc(x).numpy(), atol=1e-6)

@@ -13,8 +13,10 @@ ReLUs, additions and shape ops, on a graph from ``ember.fx.symbolic_trace``:
   (or the output) takes a quantized value. ``convert_to_reference_fx`` gives reference
   modules (float arithmetic with quantize-dequantized weights) instead.
 
-Other ops stay float between dequantize / quantize, as PyTorch leaves ops its backend config
-does not list.
+Sigmoid / hardsigmoid / tanh on a quantized input run quantized with fixed output parameters;
+``+ number`` / ``* number`` run as ``add_scalar`` / ``mul_scalar`` (sharing their input's
+observer, as PyTorch). Other ops stay float between dequantize / quantize, as PyTorch leaves
+ops its backend config does not list.
 
 >>> import ember
 >>> from ember.ao.quantization import get_default_qconfig_mapping
@@ -56,7 +58,40 @@ _SHARE_FUNCTIONS = (F.relu, F.relu6, F.hardtanh, F.max_pool1d, F.max_pool2d,
                     ember.squeeze, ember.unsqueeze)
 _SHARE_METHODS = ("reshape", "view", "relu", "transpose", "permute", "squeeze", "unsqueeze",
                   "contiguous", "detach")
+# ops with a fixed output range: quantized with fixed parameters (quint8: sigmoid and
+# hardsigmoid 1/256 and 0, tanh 2/256 and 128), as PyTorch's fixed-qparams ops
+_FIXED_MODULES = {nn.Sigmoid: (1 / 256, 0), nn.Hardsigmoid: (1 / 256, 0),
+                  nn.Tanh: (2 / 256, 128)}
+_FIXED_FUNCTIONS = {ember.sigmoid: (1 / 256, 0), F.sigmoid: (1 / 256, 0),
+                    F.hardsigmoid: (1 / 256, 0), ember.tanh: (2 / 256, 128),
+                    F.tanh: (2 / 256, 128)}
+_FIXED_METHODS = {"sigmoid": (1 / 256, 0), "tanh": (2 / 256, 128)}
+_MULS = (operator.mul, ember.mul)
 _STATE = "_ember_fx_quant"
+
+
+def _fixed_qparams(gm: nn.Module, node: Any) -> tuple[float, int] | None:
+    if node.op == "call_module":
+        return _FIXED_MODULES.get(type(_module(gm, node)))
+    if node.op == "call_function":
+        return _FIXED_FUNCTIONS.get(node.target)
+    if node.op == "call_method":
+        return _FIXED_METHODS.get(node.target)
+    return None
+
+
+def _scalar_op(node: Any) -> str | None:
+    """"add" / "mul" for ``tensor + number`` / ``tensor * number`` (either order): quantized
+    by moving the zero point or scaling the scale, as PyTorch's add_scalar / mul_scalar."""
+    if node.op != "call_function" or len(node.args) != 2 or node.kwargs:
+        return None
+    kinds = [isinstance(a, ember.fx.Node) for a in node.args]
+    if sorted(kinds) != [False, True] or not isinstance(node.args[kinds.index(False)],
+                                                         (int, float)):
+        return None
+    if node.target in _ADDS:
+        return "add"
+    return "mul" if node.target in _MULS else None
 
 
 def _module(gm: nn.Module, node: Any) -> nn.Module | None:
@@ -99,6 +134,10 @@ def _qconfig(mapping: QConfigMapping, gm: nn.Module, node: Any) -> Any:
     act = qconfig.activation()
     # a dynamic or weight-only qconfig (float activations) leaves the op float here
     return qconfig if getattr(act, "dtype", None) in (ember.quint8, ember.qint8) else None
+
+
+def _tensor_arg(node: Any) -> Any:
+    return next((a for a in node.args if isinstance(a, ember.fx.Node)), None)
 
 
 def fuse_fx(model: nn.Module, fuse_custom_config: Any = None, backend_config: Any = None
@@ -186,7 +225,8 @@ def prepare_fx(model: nn.Module, qconfig_mapping: Any, example_inputs: Any,
         return obs
 
     def observed(n: Any) -> bool:
-        return n.op == "call_module" and n.target in observers
+        return isinstance(n, ember.fx.Node) and n.op == "call_module" and \
+            n.target in observers
 
     fused_relus: set[Any] = set()
     for node in list(graph.nodes):
@@ -208,6 +248,21 @@ def prepare_fx(model: nn.Module, qconfig_mapping: Any, example_inputs: Any,
         elif _is_share(gm, node) and node.args and isinstance(node.args[0], ember.fx.Node) \
                 and observed(node.args[0]):
             new_observer(node, None, node.args[0].target)  # the same observer module
+        elif (_fixed_qparams(gm, node) is not None or _scalar_op(node) is not None) and \
+                node.args and observed(_tensor_arg(node)):
+            fixed = _fixed_qparams(gm, node)
+            if fixed is not None:  # its output's parameters are known
+                from ember.ao.quantization.observer import FixedQParamsObserver
+
+                target = f"activation_post_process_{counter[0]}"
+                counter[0] += 1
+                gm.add_submodule(target, FixedQParamsObserver(*fixed))
+                observers.add(target)
+            else:
+                # a scalar op shares its input's observer, which so sees both ranges (as in
+                # PyTorch); the quantized op derives its own parameters from the input's
+                target = _tensor_arg(node).target
+            new_observer(node, None, target)
     gm.recompile()
     # (example_inputs only describe the inputs: as in PyTorch, nothing runs before
     # calibration, so the observers see only the calibration data)
@@ -230,6 +285,23 @@ class _QuantizedAdd(nn.Module):
 
     def extra_repr(self) -> str:
         return f"scale={self.op.scale}, zero_point={self.op.zero_point}, relu={self.relu}"
+
+
+class _QuantizedScalarOp(nn.Module):
+    """``quantized + number`` / ``quantized * number`` (``QFunctional.add_scalar`` /
+    ``mul_scalar``: the output's parameters follow from the input's)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.op = nnq.QFunctional()
+
+    def forward(self, x: Any, scalar: float) -> Any:
+        return self.op.add_scalar(x, scalar) if self.kind == "add" else \
+            self.op.mul_scalar(x, scalar)
+
+    def extra_repr(self) -> str:
+        return self.kind
 
 
 def _reference_module(mod: nn.Module, qconfig: Any) -> nn.Module:
@@ -342,6 +414,21 @@ def convert_fx(graph_module: Any, convert_custom_config: Any = None,
             continue
         if _is_share(gm, node) and node.args and node.args[0] in quantized:
             quantized.add(node)  # runs on the quantized tensor, keeping its parameters
+            continue
+        if _fixed_qparams(gm, node) is not None and _tensor_arg(node) in quantized \
+                and not is_reference:
+            quantized.add(node)  # the quantized op's own fixed output parameters
+            continue
+        kind = _scalar_op(node)
+        if kind is not None and _tensor_arg(node) in quantized and not is_reference:
+            name = f"{node.name}_quantized_{kind}_scalar"
+            gm.add_submodule(name, _QuantizedScalarOp(kind))
+            scalar = next(a for a in node.args if not isinstance(a, ember.fx.Node))
+            with graph.inserting_before(node):
+                new = graph.call_module(name, (_tensor_arg(node), scalar))
+            node.replace_all_uses_with(new)
+            graph.erase_node(node)
+            quantized.add(new)
             continue
         if node.op in ("call_module", "call_function", "call_method", "output"):
             node.args = ember.fx.node.map_arg(node.args, lambda a, n=node: float_of(a, n))
