@@ -123,3 +123,21 @@ def test_malformed_torch_quantizer_params_are_checkpoint_errors():
     with pytest.raises((CheckpointError, pickle.UnpicklingError)):
         ember.load(io.BytesIO(buf.getvalue().replace(b"per_channel_affine",
                                                      b"per_tensor_affine\n")))
+
+
+def test_torch_pickles_with_bad_quantizer_values_are_refused():
+    import struct
+
+    from ember.serialization import CheckpointError
+
+    q = torch.quantize_per_tensor(torch.ones(2), 0.5, 3, torch.quint8)
+    buf = io.BytesIO()
+    torch.save(q, buf, _use_new_zipfile_serialization=False)  # (no CRC over the pickle)
+    good = buf.getvalue()
+    assert ember.load(io.BytesIO(good)).int_repr().tolist() == [5, 5]
+    # the scale (BINFLOAT, 8 bytes big-endian) set to -0.5
+
+    bad = good.replace(b"G" + struct.pack(">d", 0.5), b"G" + struct.pack(">d", -0.5))
+    assert bad != good
+    with pytest.raises((CheckpointError, RuntimeError), match="scale"):
+        ember.load(io.BytesIO(bad))

@@ -563,7 +563,13 @@ def from_torch_pickle(values: Tensor, dtype_name: str, params: Any) -> Quantized
                 isinstance(params[2], bool) or not isinstance(params[2], int):
             raise RuntimeError(f"ember.load: malformed per-tensor quantizer parameters "
                                f"{params!r}")
-        return QuantizedTensor(data, dtype, per_tensor_affine, float(params[1]), int(params[2]))
+        scale, zero_point = float(params[1]), int(params[2])
+        if not (scale > 0 and math.isfinite(scale)) or \
+                not dtype.qmin <= zero_point <= dtype.qmax:
+            raise RuntimeError(f"ember.load: a {dtype_name} tensor with scale {scale} and zero "
+                               f"point {zero_point} (expected a positive finite scale and a "
+                               f"zero point in [{dtype.qmin}, {dtype.qmax}])")
+        return QuantizedTensor(data, dtype, per_tensor_affine, scale, zero_point)
     if len(params) != 4:
         raise RuntimeError(f"ember.load: malformed per-channel quantizer parameters {params!r}")
     _, scales, zps, axis = params
@@ -578,6 +584,10 @@ def from_torch_pickle(values: Tensor, dtype_name: str, params: Any) -> Quantized
                            f"{getattr(scales, 'shape', scales)!r}, zero points "
                            f"{getattr(zps, 'shape', zps)!r}, axis {axis!r}) do not fit a "
                            f"quantized tensor of shape {tuple(data.shape)}")
+    if scales.numel() and (not bool((scales.to(ember.float64) > 0).all())
+                           or not bool(scales.to(ember.float64).isfinite().all())):
+        raise RuntimeError("ember.load: a per-channel quantized tensor with scales that are not "
+                           "all positive finite numbers")
     # PyTorch pickles float-qparams tensors as per_channel_affine: float zero points tell
     if scheme is per_channel_affine_float_qparams or zps.dtype.is_floating_point:
         return QuantizedTensor(data, dtype, per_channel_affine_float_qparams,
