@@ -190,6 +190,46 @@ class _WeightedQuantized(nn.Module):
     def bias(self) -> Tensor | None:
         return self._bias
 
+    @staticmethod
+    def _observed_weight(mod: nn.Module, use_precomputed_fake_quant: bool
+                         ) -> tuple[nn.Module, QuantizedTensor, Any]:
+        """(the float layer, its qint8 weight, the output observer or None) of an observed
+        float, fused or QAT module: the QAT module's weight fake quantize (a QAT ConvBn folds
+        its batch norm's running statistics into the weight first), else its qconfig's
+        weight observer."""
+        from ember.ao.nn import intrinsic as nni
+        from ember.ao.nn.intrinsic import qat as nniqat
+        from ember.nn.utils.fusion import fuse_conv_bn_weights
+
+        if hasattr(mod, "weight_fake_quant"):
+            if isinstance(mod, nniqat._ConvBnNd):
+                mod.weight, mod.bias = fuse_conv_bn_weights(
+                    mod.weight, mod.bias, mod.bn.running_mean, mod.bn.running_var, mod.bn.eps,
+                    mod.bn.weight, mod.bn.bias)
+            weight_post_process = mod.weight_fake_quant
+            app = mod.activation_post_process
+        else:
+            if not hasattr(mod, "qconfig") or mod.qconfig is None:
+                raise AssertionError("Input float module must have qconfig defined")
+            app = getattr(mod, "activation_post_process", None)
+            if isinstance(mod, nni._FusedModule):
+                mod = mod[0]
+            weight_post_process = mod.qconfig.weight()
+        if not use_precomputed_fake_quant:
+            weight_post_process(mod.weight)
+        if weight_post_process.dtype is not ember.qint8:
+            raise AssertionError(f"Weight observer must have a dtype of qint8, got "
+                                 f"{weight_post_process.dtype}")
+        return mod, _quantize_weight(mod.weight.detach().float(), weight_post_process), app
+
+    def _take(self, qweight: QuantizedTensor, bias: Tensor | None, app: Any) -> Any:
+        """This module with ``qweight`` / ``bias`` and the observer's output parameters."""
+        self.set_weight_bias(qweight, bias)
+        if app is not None:
+            scale, zero_point = app.calculate_qparams()
+            self.scale, self.zero_point = float(scale.item()), int(zero_point.item())
+        return self
+
     # PyTorch's state dict layout: a conv's "weight" / "bias" entries, or a Linear's packed
     # parameters ("_packed_params.dtype" and the (weight, bias) pair "_packed_params.
     # _packed_params"), so that checkpoints move between the two libraries
@@ -295,30 +335,11 @@ class Linear(_WeightedQuantized):
     @classmethod
     def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Linear:
         """The quantized layer for an observed float (or QAT) Linear / LinearReLU."""
-        if hasattr(mod, "weight_fake_quant"):
-            weight_post_process = mod.weight_fake_quant
-            activation_post_process = mod.activation_post_process
-        else:
-            if not hasattr(mod, "qconfig") or mod.qconfig is None:
-                raise AssertionError("Input float module must have qconfig defined")
-            activation_post_process = mod.activation_post_process
-            from ember.ao.nn.intrinsic import LinearReLU as _FusedLinearReLU
-
-            if isinstance(mod, _FusedLinearReLU):
-                mod = mod[0]
-            weight_post_process = mod.qconfig.weight()
-        if not use_precomputed_fake_quant:
-            weight_post_process(mod.weight)
-        if weight_post_process.dtype is not ember.qint8:
-            raise AssertionError(f"Weight observer must have dtype qint8, got "
-                                 f"{weight_post_process.dtype}")
-        act_scale, act_zp = activation_post_process.calculate_qparams()
-        qweight = _quantize_weight(mod.weight.detach().float(), weight_post_process)
-        out = cls(mod.in_features, mod.out_features)
-        out.set_weight_bias(qweight, mod.bias)
-        out.scale = float(act_scale.item())
-        out.zero_point = int(act_zp.item())
-        return out
+        mod, qweight, app = cls._observed_weight(mod, use_precomputed_fake_quant)
+        if app is None:
+            raise AssertionError("Input float module must have an activation_post_process "
+                                 "(run prepare and calibrate first)")
+        return cls(mod.in_features, mod.out_features)._take(qweight, mod.bias, app)
 
 
 def _pair(v: Any) -> tuple[int, int]:
@@ -416,38 +437,10 @@ class Conv2d(_WeightedQuantized):
     def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Conv2d:
         """The quantized layer for an observed float (or QAT) Conv2d and its fused forms;
         a QAT ConvBn folds its batch norm (running statistics) into the weight first."""
-        from ember.ao.nn import intrinsic as nni
-        from ember.ao.nn.intrinsic import qat as nniqat
-        from ember.nn.utils.fusion import fuse_conv_bn_weights
-
-        if hasattr(mod, "weight_fake_quant"):
-            if isinstance(mod, nniqat._ConvBnNd):
-                mod.weight, mod.bias = fuse_conv_bn_weights(
-                    mod.weight, mod.bias, mod.bn.running_mean, mod.bn.running_var, mod.bn.eps,
-                    mod.bn.weight, mod.bn.bias)
-            weight_post_process = mod.weight_fake_quant
-            activation_post_process = mod.activation_post_process
-        else:
-            if not hasattr(mod, "qconfig") or mod.qconfig is None:
-                raise AssertionError("Input float module must have qconfig defined")
-            activation_post_process = getattr(mod, "activation_post_process", None)
-            if isinstance(mod, nni._FusedModule):
-                mod = mod[0]
-            weight_post_process = mod.qconfig.weight()
-        if not use_precomputed_fake_quant:
-            weight_post_process(mod.weight)
-        if weight_post_process.dtype is not ember.qint8:
-            raise AssertionError(f"Weight observer must have a dtype of qint8, got "
-                                 f"{weight_post_process.dtype}")
-        qweight = _quantize_weight(mod.weight.detach().float(), weight_post_process)
+        mod, qweight, app = cls._observed_weight(mod, use_precomputed_fake_quant)
         out = cls(mod.in_channels, mod.out_channels, mod.kernel_size, mod.stride, mod.padding,
                   mod.dilation, mod.groups, mod.bias is not None, mod.padding_mode)
-        out.set_weight_bias(qweight, mod.bias)
-        if activation_post_process is not None:
-            act_scale, act_zp = activation_post_process.calculate_qparams()
-            out.scale = float(act_scale.item())
-            out.zero_point = int(act_zp.item())
-        return out
+        return out._take(qweight, mod.bias, app)
 
 
 class Conv1d(Conv2d):
@@ -554,23 +547,12 @@ class _ConvTransposeNd(_WeightedQuantized):
         if type(mod) is not cls._FLOAT_MODULE:
             raise AssertionError(f" nnq.{cls.__name__}.from_float only works for "
                                  f"{cls._FLOAT_MODULE.__name__}")
-        if not hasattr(mod, "qconfig") or mod.qconfig is None:
-            raise AssertionError("Input float module must have qconfig defined.")
-        weight_post_process = mod.qconfig.weight()
-        weight_post_process(mod.weight)
-        if weight_post_process.dtype is not ember.qint8:
-            raise AssertionError(f"Weight observer must have a dtype of qint8, got "
-                                 f"{weight_post_process.dtype}")
-        qweight = _quantize_weight(mod.weight.detach().float(), weight_post_process)
+        mod, qweight, app = cls._observed_weight(mod, use_precomputed_fake_quant)
         out = cls(mod.in_channels, mod.out_channels, mod.kernel_size, mod.stride, mod.padding,
                   mod.output_padding, mod.groups, mod.bias is not None, mod.dilation,
                   mod.padding_mode)
-        out.set_weight_bias(qweight, mod.bias)
-        app = getattr(mod, "activation_post_process", None)
-        if app is not None and app.dtype is not ember.float32:
-            act_scale, act_zp = app.calculate_qparams()
-            out.scale, out.zero_point = float(act_scale.item()), int(act_zp.item())
-        return out
+        return out._take(qweight, mod.bias, None if app is None or app.dtype is ember.float32
+                         else app)
 
 
 class ConvTranspose1d(_ConvTransposeNd):
