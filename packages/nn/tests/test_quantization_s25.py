@@ -89,7 +89,22 @@ class _ENet(nn.Module):
         return self.dq(self.l(self.bn(self.r(self.c(self.q(x)))).flatten(1)))
 
 
-def _converted_nets():
+@pytest.fixture(scope="module")
+def _nets_once():
+    return _build_converted_nets()
+
+
+@pytest.fixture
+def _nets(_nets_once):
+    """Fresh copies of the converted torch and ember models (built once: calibrating their
+    histogram observers is the slow part)."""
+    import copy
+
+    tq_model, eq_model, x = _nets_once
+    return copy.deepcopy(tq_model), copy.deepcopy(eq_model), x
+
+
+def _build_converted_nets():
     torch.manual_seed(0)
     x = torch.randn(4, 2, 4, 4)
     tm = tq.fuse_modules(_TNet().eval(), [["c", "r"]])
@@ -103,8 +118,8 @@ def _converted_nets():
     return tq.convert(tp), eq.convert(ep), x
 
 
-def test_torch_saved_quantized_state_dict_loads_into_ember_model():
-    tq_model, eq_model, x = _converted_nets()
+def test_torch_saved_quantized_state_dict_loads_into_ember_model(_nets):
+    tq_model, eq_model, x = _nets
     sd = _torch_save_load_ember(tq_model.state_dict())  # weights_only=True
     assert sd["l._packed_params.dtype"] is ember.qint8
     weight, bias = sd["l._packed_params._packed_params"]
@@ -118,15 +133,17 @@ def test_torch_saved_quantized_state_dict_loads_into_ember_model():
     assert list(eq_model.state_dict()) == list(tq_model.state_dict())
 
 
-def test_ember_saved_quantized_state_dict_loads_into_torch_model():
-    tq_model, eq_model, x = _converted_nets()
+def test_ember_saved_quantized_state_dict_loads_into_torch_model(_nets, _nets_once):
+    import copy
+
+    tq_model, eq_model, x = _nets
     tq_model.load_state_dict(_ember_save_load_torch(eq_model.state_dict()))
     np.testing.assert_array_equal(eq_model(_e(x)).numpy(), tq_model(x).numpy())
     # and ember's own format keeps the layout too
     buf = io.BytesIO()
     ember.save(eq_model.state_dict(), buf)
     buf.seek(0)
-    fresh = _converted_nets()[1]
+    fresh = copy.deepcopy(_nets_once[1])
     fresh.load_state_dict(ember.load(buf, weights_only=True))
     np.testing.assert_array_equal(fresh(_e(x)).numpy(), eq_model(_e(x)).numpy())
 
