@@ -577,3 +577,37 @@ def test_fx_fixed_qparams_and_scalar_ops_match_torch(_fx_prepared):
     assert ec.get_submodule("l0").scale == pytest.approx(tc.get_submodule("l0").scale, rel=1e-6)
     assert "sigmoid" in ec.code and "mul_scalar" in ec.code
     np.testing.assert_allclose(ec(_e(x)).numpy(), tc(x).numpy(), atol=1e-6)
+
+
+def test_prepare_qat_fx_trains_and_converts_as_torch(_fx_prepared):
+    from ember.ao.quantization import quantize_fx as efx
+    from torch.ao.quantization import quantize_fx as tfx
+
+    def make(lib):
+        class M(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.l0, self.r, self.l1 = lib.nn.Linear(8, 8), lib.nn.ReLU(), lib.nn.Linear(8, 4)
+
+            def forward(self, x):
+                return self.l1(self.r(self.l0(x)) + x)
+
+        return M().train()
+
+    torch.manual_seed(11)
+    tm, em = make(torch), make(ember)
+    _copy_weights(tm, em)
+    ex = torch.randn(2, 8)
+    tp = tfx.prepare_qat_fx(tm, tq.get_default_qat_qconfig_mapping("x86"), (ex,))
+    ep = efx.prepare_qat_fx(em, eq.get_default_qat_qconfig_mapping("x86"), (_e(ex),))
+    assert type(ep.get_submodule("l0")).__name__ == "LinearReLU"  # the QAT fused module
+    for _ in range(2):  # fake-quantized training forwards agree
+        batch = torch.randn(16, 8)
+        np.testing.assert_allclose(ep(_e(batch)).detach().numpy(), tp(batch).detach().numpy(),
+                                   atol=1e-6)
+    tc, ec = tfx.convert_fx(tp.eval()), efx.convert_fx(ep.eval())
+    x = torch.randn(4, 8)
+    np.testing.assert_allclose(ec(_e(x)).numpy(), tc(x).numpy(), atol=1e-6)
+    with pytest.raises(AssertionError, match="training mode"):
+        efx.prepare_qat_fx(make(ember).eval(), eq.get_default_qat_qconfig_mapping("x86"),
+                           (_e(ex),))

@@ -43,7 +43,7 @@ from ember.ao.nn import quantized as nnq
 from ember.ao.quantization.qconfig_mapping import QConfigMapping
 from ember.ao.quantization.quantize import get_default_static_quant_module_mappings
 
-__all__ = ["prepare_fx", "convert_fx", "convert_to_reference_fx", "fuse_fx"]
+__all__ = ["prepare_fx", "prepare_qat_fx", "convert_fx", "convert_to_reference_fx", "fuse_fx"]
 
 _WEIGHTED = (nn.Linear, nn.Conv1d, nn.Conv2d)
 _FUSED = {nn.Linear: nni.LinearReLU, nn.Conv1d: nni.ConvReLU1d, nn.Conv2d: nni.ConvReLU2d}
@@ -127,6 +127,8 @@ def _qconfig(mapping: QConfigMapping, gm: nn.Module, node: Any) -> Any:
         mod = _module(gm, node)
         inner = mod[0] if isinstance(mod, nni._FusedModule) else mod
         qconfig = mapping._qconfig_for(type(inner), node.target)
+        if hasattr(mod, "weight_fake_quant"):  # a QAT module carries its own
+            qconfig = mod.qconfig
     else:
         qconfig = mapping._qconfig_for(node.target, None)
     if qconfig is None:
@@ -194,19 +196,54 @@ def prepare_fx(model: nn.Module, qconfig_mapping: Any, example_inputs: Any,
     """A traced copy of the eval-mode ``model`` with fused modules and observers, ready to be
     calibrated (run on representative inputs) and given to :func:`convert_fx`.
     ``qconfig_mapping``: a :class:`QConfigMapping` (or its dict form); ``example_inputs``: a
-    tuple of inputs (checked by one run)."""
+    tuple of inputs (they describe the inputs; nothing runs before calibration)."""
     if model.training:
         raise AssertionError("prepare_fx: post-training static quantization needs the model in "
                              "eval mode (call model.eval()); use prepare_qat_fx for training")
+    return _prepare("prepare_fx", model, qconfig_mapping, example_inputs, False)
+
+
+def prepare_qat_fx(model: nn.Module, qconfig_mapping: Any, example_inputs: Any,
+                   prepare_custom_config: Any = None, backend_config: Any = None) -> Any:
+    """:func:`prepare_fx` for quantization-aware training: the training-mode ``model``
+    traced, Linear / Conv (+ ReLU) swapped for their QAT modules (fake-quantized weights) and
+    fake quantize modules (the QAT qconfig's activation) where the observers go; train it,
+    then :func:`convert_fx` (after ``eval()``)."""
+    if not model.training:
+        raise AssertionError("prepare_qat_fx: quantization-aware training needs the model in "
+                             "training mode (call model.train())")
+    return _prepare("prepare_qat_fx", model, qconfig_mapping, example_inputs, True)
+
+
+def _swap_to_qat(gm: Any, mapping: QConfigMapping) -> None:
+    from ember.ao.quantization.quantize import get_default_qat_module_mappings
+
+    qat = get_default_qat_module_mappings()
+    for node in gm.graph.nodes:
+        if node.op != "call_module" or type(_module(gm, node)) not in qat:
+            continue
+        mod = _module(gm, node)
+        inner = mod[0] if isinstance(mod, nni._FusedModule) else mod
+        qconfig = mapping._qconfig_for(type(inner), node.target)
+        if qconfig is None:
+            continue
+        mod.qconfig = inner.qconfig = qconfig
+        _set_submodule(gm, node.target, qat[type(mod)].from_float(mod))
+
+
+def _prepare(op: str, model: nn.Module, qconfig_mapping: Any, example_inputs: Any,
+             is_qat: bool) -> Any:
     if isinstance(qconfig_mapping, dict):
         qconfig_mapping = QConfigMapping.from_dict(qconfig_mapping)
     if not isinstance(qconfig_mapping, QConfigMapping):
-        raise TypeError(f"prepare_fx: qconfig_mapping must be a QConfigMapping, got "
+        raise TypeError(f"{op}: qconfig_mapping must be a QConfigMapping, got "
                         f"{type(qconfig_mapping).__name__}")
     if not isinstance(example_inputs, tuple):
-        raise TypeError(f"prepare_fx: example_inputs must be a tuple of inputs, got "
+        raise TypeError(f"{op}: example_inputs must be a tuple of inputs, got "
                         f"{type(example_inputs).__name__}")
     gm = fuse_fx(model)
+    if is_qat:
+        _swap_to_qat(gm, qconfig_mapping)
     graph = gm.graph
     counter = [0]
     observers: set[str] = set()
