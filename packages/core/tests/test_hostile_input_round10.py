@@ -202,8 +202,6 @@ def test_tensor_kinds_ember_lacks_are_named_not_called_corrupt():
              (torch.nested.nested_tensor([torch.ones(2), torch.ones(3)]),
               r"torch._utils._rebuild_nested_tensor \(nested tensor\), a kind of tensor ember "
               "cannot load"),
-             (torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.qint8),
-              r"_rebuild_qtensor \(qtensor\)"),
              (torch.nn.Linear(1, 1), "needs the global torch.nn.modules.linear.Linear")]
     for obj, msg in cases:
         for legacy in (False, True):

@@ -403,7 +403,8 @@ def test_converted_model_state_dict_round_trip():
     ember.save(q.state_dict(), buf)
     buf.seek(0)
     sd = ember.load(buf)
-    assert sd["fc2.weight"].is_quantized and sd["fc2.scale"].item() == pytest.approx(q.fc2.scale)
+    # PyTorch's layout: a quantized Linear's (weight, bias) pair under _packed_params
+    assert sd["fc2._packed_params._packed_params"][0].is_quantized and sd["fc2.scale"].item() == pytest.approx(q.fc2.scale)
     fresh = copy.deepcopy(q)
     fresh.fc2.scale, fresh.fc2.zero_point = 1.0, 0
     fresh.load_state_dict(sd)

@@ -31,7 +31,7 @@ import ember
 from ember._C import Tensor
 
 __all__ = [
-    "QuantizedTensor", "qint8", "quint8", "qint32", "qscheme", "per_tensor_affine",
+    "QuantizedTensor", "qint8", "quint8", "qint32", "quint4x2", "quint2x4", "qscheme", "per_tensor_affine",
     "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
     "per_channel_affine_float_qparams", "quantize_per_tensor", "quantize_per_channel",
     "quantize_per_tensor_dynamic", "dequantize", "int_repr",
@@ -69,7 +69,12 @@ class _QDtype:
 qint8 = _QDtype("qint8", ember.int8, -128, 127)
 quint8 = _QDtype("quint8", ember.uint8, 0, 255)
 qint32 = _QDtype("qint32", ember.int32, -(2**31), 2**31 - 1)
-_QDTYPES = {"qint8": qint8, "quint8": quint8, "qint32": qint32}
+# sub-byte dtypes (weight-only embeddings): ember keeps one value per uint8 element; PyTorch's
+# storage packs them (two / four per byte, low bits first), which only its pickles show
+quint4x2 = _QDtype("quint4x2", ember.uint8, 0, 15)
+quint2x4 = _QDtype("quint2x4", ember.uint8, 0, 3)
+_QDTYPES = {"qint8": qint8, "quint8": quint8, "qint32": qint32, "quint4x2": quint4x2,
+            "quint2x4": quint2x4}
 
 
 class qscheme:  # noqa: N801  (PyTorch's class name)
@@ -265,6 +270,9 @@ class QuantizedTensor:
         shape[self._axis] = -1
         return shape
 
+    def _is_float_qparams(self) -> bool:
+        return self._qscheme is per_channel_affine_float_qparams
+
     def _float_qparams(self) -> tuple[Any, Any]:
         """(scale, zero_point) as float32 numbers / tensors broadcasting against the values."""
         if not self._per_channel():
@@ -276,6 +284,8 @@ class QuantizedTensor:
     def dequantize(self) -> Tensor:
         """The float32 values ``(q - zero_point) * scale``."""
         scale, zp = self._float_qparams()
+        if self._is_float_qparams():  # float32 scales and zero points, computed in float32
+            return (self._data.to(ember.float32) - zp) * scale
         if self._per_channel():  # PyTorch's per-channel kernel computes in double
             shape = self._channel_shape()
             return ((self._data.to(ember.float64) - self._zero_point.reshape(shape))
@@ -565,6 +575,102 @@ def _rebuild_quantized(dtype: str, scheme: str, data: Tensor, params: tuple) -> 
     return QuantizedTensor(data, qd, _QSCHEMES[scheme], float(scale), int(zp))
 
 
+# ---- PyTorch's pickle of a quantized tensor (torch._utils._rebuild_qtensor) -------------------
+# the storage class PyTorch names for each quantized dtype
+TORCH_STORAGES = {"qint8": "QInt8Storage", "quint8": "QUInt8Storage", "qint32": "QInt32Storage",
+                  "quint4x2": "QUInt4x2Storage", "quint2x4": "QUInt2x4Storage"}
+_BITS = {"quint4x2": 4, "quint2x4": 2}
+
+
+def unpack_sub_byte(raw: Tensor, dtype_name: str) -> Tensor:
+    """The values of a quint4x2 / quint2x4 storage (``raw``: its bytes), one per uint8 element,
+    low bits first; other dtypes' storages are returned as they are."""
+    bits = _BITS.get(dtype_name)
+    if bits is None:
+        return raw
+    per = 8 // bits
+    shifts = ember.tensor([bits * k for k in range(per)], dtype=ember.int32)
+    vals = (raw.to(ember.int32).reshape(-1, 1) >> shifts) & ((1 << bits) - 1)
+    return vals.reshape(-1).to(ember.uint8)
+
+
+def _pack_sub_byte(values: Tensor, bits: int) -> Tensor:
+    per = 8 // bits
+    flat = values.reshape(-1).to(ember.int32)
+    pad = -flat.numel() % per
+    if pad:
+        flat = ember.cat([flat, ember.zeros(pad, dtype=ember.int32)])
+    shifts = ember.tensor([bits * k for k in range(per)], dtype=ember.int32)
+    return (flat.reshape(-1, per) << shifts).sum(1).to(ember.uint8)
+
+
+def from_torch_pickle(values: Tensor, dtype_name: str, params: Any) -> QuantizedTensor:
+    """The quantized tensor PyTorch's pickle describes: its integers (already laid out with the
+    pickle's size and strides) and ``params``, ``(qscheme, scale, zero_point)`` or
+    ``(qscheme, scales, zero_points, axis)``. Only plain values are accepted (this runs for
+    ``ember.load(weights_only=True)``)."""
+    dtype = _QDTYPES.get(dtype_name)
+    if dtype is None or not isinstance(values, Tensor):
+        raise RuntimeError(f"ember.load: a quantized tensor of unknown dtype {dtype_name!r}")
+    if not isinstance(params, tuple) or not params or not isinstance(params[0], qscheme):
+        raise RuntimeError(f"ember.load: malformed quantizer parameters {params!r} of a "
+                           "quantized tensor")
+    scheme = params[0]
+    data = values.to(dtype.storage).contiguous()
+    if scheme in (per_tensor_affine, per_tensor_symmetric):
+        if len(params) != 3 or not isinstance(params[1], (int, float)) or \
+                isinstance(params[2], bool) or not isinstance(params[2], int):
+            raise RuntimeError(f"ember.load: malformed per-tensor quantizer parameters "
+                               f"{params!r}")
+        scale, zero_point = float(params[1]), int(params[2])
+        if not (scale > 0 and math.isfinite(scale)) or \
+                not dtype.qmin <= zero_point <= dtype.qmax:
+            raise RuntimeError(f"ember.load: a {dtype_name} tensor with scale {scale} and zero "
+                               f"point {zero_point} (expected a positive finite scale and a "
+                               f"zero point in [{dtype.qmin}, {dtype.qmax}])")
+        return QuantizedTensor(data, dtype, per_tensor_affine, scale, zero_point)
+    if len(params) != 4:
+        raise RuntimeError(f"ember.load: malformed per-channel quantizer parameters {params!r}")
+    _, scales, zps, axis = params
+    if type(scales) is list and type(zps) is list:  # (older PyTorch pickles lists)
+        floats = scheme is per_channel_affine_float_qparams
+        scales = ember.tensor(scales, dtype=ember.float32 if floats else ember.float64)
+        zps = ember.tensor(zps, dtype=ember.float32 if floats else ember.int64)
+    if not (isinstance(scales, Tensor) and isinstance(zps, Tensor) and isinstance(axis, int)
+            and 0 <= axis < data.dim() and scales.dim() == zps.dim() == 1
+            and scales.numel() == zps.numel() == data.shape[axis]):
+        raise RuntimeError(f"ember.load: per-channel quantizer parameters (scales "
+                           f"{getattr(scales, 'shape', scales)!r}, zero points "
+                           f"{getattr(zps, 'shape', zps)!r}, axis {axis!r}) do not fit a "
+                           f"quantized tensor of shape {tuple(data.shape)}")
+    if scales.numel() and (not bool((scales.to(ember.float64) > 0).all())
+                           or not bool(scales.to(ember.float64).isfinite().all())):
+        raise RuntimeError("ember.load: a per-channel quantized tensor with scales that are not "
+                           "all positive finite numbers")
+    # PyTorch pickles float-qparams tensors as per_channel_affine: float zero points tell
+    if scheme is per_channel_affine_float_qparams or zps.dtype.is_floating_point:
+        return QuantizedTensor(data, dtype, per_channel_affine_float_qparams,
+                               scales.to(ember.float32),
+                               zps.to(ember.float32), axis)
+    return QuantizedTensor(data, dtype, per_channel_affine, scales.to(ember.float64),
+                           zps.to(ember.int64), axis)
+
+
+def to_torch_pickle(q: QuantizedTensor) -> tuple[str, Tensor, tuple]:
+    """What PyTorch's pickle of ``q`` holds: the storage class name, the storage's bytes (a
+    contiguous tensor of the values, sub-byte dtypes packed) and the quantizer parameters
+    (qscheme objects and tensors, written by the caller's pickler)."""
+    data = q._data.contiguous()
+    bits = _BITS.get(q._dtype._name)
+    raw = _pack_sub_byte(data, bits) if bits else data.clone()
+    if q._per_channel():
+        # (as PyTorch: per_channel_affine also for float qparams, which float zero points mark)
+        params: tuple = (per_channel_affine, q._scale.clone(), q._zero_point.clone(), q._axis)
+    else:
+        params = (q._qscheme, float(q._scale), int(q._zero_point))
+    return TORCH_STORAGES[q._dtype._name], raw, params
+
+
 # ---- constructors ---------------------------------------------------------------------------
 def _scalar(op: str, what: str, v: Any, kind: type) -> Any:
     if isinstance(v, Tensor):
@@ -654,14 +760,21 @@ def quantize_per_channel(input: Tensor, scales: Tensor, zero_points: Tensor, axi
     if not scales.is_floating_point():
         raise RuntimeError(f"{op}: scale tensor must be floating point, got {scales.dtype}")
     scales64 = scales.detach().to(ember.float64)
-    zps = zero_points.detach().to(ember.int64)
     if n and (not bool((scales64 > 0).all()) or not bool(scales64.isfinite().all())):
         raise RuntimeError(f"{op}: scales must be positive finite numbers")
+    shape = [1] * x.dim()
+    shape[axis] = -1
+    if zero_points.dtype.is_floating_point:
+        # float zero points: per_channel_affine_float_qparams (weight-only embeddings), all in
+        # float32: round(x / scale + zero_point)
+        s32 = scales.detach().to(ember.float32)
+        z32 = zero_points.detach().to(ember.float32)
+        data = _quantize(x, (1.0 / s32).reshape(shape), z32.reshape(shape), dtype, 0)
+        return QuantizedTensor(data, dtype, per_channel_affine_float_qparams, s32, z32, axis)
+    zps = zero_points.detach().to(ember.int64)
     if n and (int(zps.min()) < dtype.qmin or int(zps.max()) > dtype.qmax):
         raise RuntimeError(f"{op}: zero_points out of the range of {dtype} "
                            f"[{dtype.qmin}, {dtype.qmax}]")
-    shape = [1] * x.dim()
-    shape[axis] = -1
     inv = (1.0 / scales64.to(ember.float32).to(ember.float64)).to(ember.float32).reshape(shape)
     data = _quantize(x, inv, zps.reshape(shape).to(ember.float32), dtype,
                      dtype.qmin if dtype is qint32 else 0)
@@ -970,7 +1083,8 @@ _IS_TENSOR: Any = None
 
 def _install(ns: dict[str, Any]) -> None:
     global _IS_TENSOR
-    for name in ("qint8", "quint8", "qint32", "qscheme", "per_tensor_affine",
+    for name in ("qint8", "quint8", "qint32", "quint4x2", "quint2x4", "qscheme",
+                 "per_tensor_affine",
                  "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
                  "per_channel_affine_float_qparams", "quantize_per_tensor", "quantize_per_channel",
                  "quantize_per_tensor_dynamic", "dequantize", "int_repr"):
@@ -986,5 +1100,5 @@ def _install(ns: dict[str, Any]) -> None:
 
     _serialization_objects._DEFAULT_SAFE["ember._quantized._rebuild_quantized"] = \
         _rebuild_quantized
-    for name in ("qint8", "quint8", "qint32", *_QSCHEMES):
+    for name in (*_QDTYPES, *_QSCHEMES):
         _serialization_objects._DEFAULT_SAFE[f"ember.{name}"] = ns[name]

@@ -74,19 +74,32 @@ def _is_refused(exc: BaseException) -> bool:
     return getattr(exc, "_ember_refused", False)
 
 
+# the quantized storage classes' names -> (the ember dtype of their bytes, the quantized dtype)
+_QSTORAGE_DTYPES = {"QInt8Storage": ("int8", "qint8"), "QUInt8Storage": ("uint8", "quint8"),
+                    "QInt32Storage": ("int32", "qint32"),
+                    "QUInt4x2Storage": ("uint8", "quint4x2"),
+                    "QUInt2x4Storage": ("uint8", "quint2x4")}
+
+
 class _StorageType:
-    """Stands for a torch storage class in the pickle: only its dtype matters."""
+    """Stands for a torch storage class in the pickle: only its dtype matters (and, for a
+    quantized storage, its quantized dtype)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.dtype = _STORAGE_DTYPES[name]
+        if name in _QSTORAGE_DTYPES:
+            self.dtype, self.qdtype = _QSTORAGE_DTYPES[name]
+        else:
+            self.dtype, self.qdtype = _STORAGE_DTYPES[name], None
 
 
 class _Storage:
     """A storage read from the archive: its bytes as a 1-d uint8 tensor, and where it was."""
 
-    def __init__(self, raw: Tensor, dtype: str, location: str) -> None:
+    def __init__(self, raw: Tensor, dtype: str, location: str, qdtype: str | None = None
+                 ) -> None:
         self.raw, self.dtype, self.location = raw, dtype, location
+        self.qdtype = qdtype
 
 
 def _dtype(name: str) -> Any:
@@ -123,7 +136,7 @@ class _Loader:
         key = str(key)
         if key not in self.storages:
             self.storages[key] = _Storage(self.read_storage(key, stype.dtype), stype.dtype,
-                                          str(location))
+                                          str(location), stype.qdtype)
         return self.storages[key]
 
     def read_storage(self, key: str, dtype: str) -> Tensor:
@@ -251,6 +264,28 @@ class _Loader:
                 f"storages to the CPU (loading {self.name})")
         return t.to(device)
 
+    def rebuild_qtensor(self, storage: _Storage, offset: int, size: Any, stride: Any,
+                        quantizer_params: Any, requires_grad: bool = False,
+                        backward_hooks: Any = None) -> Any:
+        """PyTorch's form of a quantized tensor: its integers in a quantized storage
+        (QUInt8Storage, ...; sub-byte dtypes packed) and the quantizer's parameters."""
+        from ember import _quantized
+
+        if not isinstance(storage, _Storage) or storage.qdtype is None:
+            raise self.error("corrupt PyTorch checkpoint: a quantized tensor whose storage is "
+                             "not a quantized storage")
+        if storage.qdtype in ("quint4x2", "quint2x4"):
+            unpacked = _quantized.unpack_sub_byte(storage.raw, storage.qdtype)
+            storage = _Storage(unpacked, "uint8", storage.location, storage.qdtype)
+        values = self.rebuild_tensor(storage, offset, size, stride)
+        if values.device.type != "cpu":
+            raise RuntimeError(f"ember.load: quantized tensors are CPU-only, map_location put "
+                               f"one on {values.device} (loading {self.name})")
+        try:
+            return _quantized.from_torch_pickle(values, storage.qdtype, quantizer_params)
+        except RuntimeError as exc:
+            raise self.error(f"corrupt PyTorch checkpoint: {exc}") from None
+
     def rebuild_meta_tensor(self, dtype: Any, size: Any, stride: Any,
                             requires_grad: bool = False) -> Tensor:
         """PyTorch's form of a meta tensor (shape, strides and dtype, no data)."""
@@ -312,6 +347,7 @@ class _Loader:
             "torch._utils._rebuild_parameter_with_state": self.rebuild_parameter,
             "torch._utils._rebuild_sparse_tensor": ember.sparse._rebuild_torch_sparse,
             "torch._utils._rebuild_meta_tensor_no_storage": self.rebuild_meta_tensor,
+            "torch._utils._rebuild_qtensor": self.rebuild_qtensor,
             "torch._tensor._rebuild_from_type_v2": self.rebuild_from_type,
             "torch.Tensor": ember.Tensor,
             "torch.serialization._get_layout": _layout,
@@ -330,8 +366,16 @@ class _Loader:
         numpy_global = _numpy_global(module, name)
         if numpy_global is not None:
             return numpy_global
-        if module in ("torch", "torch.storage") and name in _STORAGE_DTYPES:
+        if module in ("torch", "torch.storage") and (name in _STORAGE_DTYPES
+                                                     or name in _QSTORAGE_DTYPES):
             return _StorageType(name)
+        if module == "torch":
+            from ember import _quantized
+
+            if name in _quantized._QDTYPES:  # torch.qint8, ... (a quantized module's dtype)
+                return _quantized._QDTYPES[name]
+            if name in _quantized._QSCHEMES:  # torch.per_tensor_affine, ...
+                return _quantized._QSCHEMES[name]
         if module == "torch" and name in _DTYPE_NAMES:
             return _dtype(name)
         if module == "torch._utils" and name.startswith("_rebuild_"):
@@ -341,8 +385,7 @@ class _Loader:
             raise _refused(
                 f"{self.name}: this PyTorch checkpoint holds a tensor that torch rebuilds with "
                 f"{full} ({kind}), a kind of tensor ember cannot load; convert it to a plain "
-                "strided tensor before torch.save (e.g. unbind a nested tensor, dequantize a "
-                "quantized one)")
+                "strided tensor before torch.save (e.g. unbind a nested tensor)")
         if module == "torch" and getattr(ember, name, None) is None and \
                 name.islower() and not name.startswith("_"):
             # most likely a dtype ember lacks (complex32, float8_e4m3fnuz, qint8, ...)
@@ -547,7 +590,7 @@ class _LegacyLoader(_Loader):
                 raise self.error(f"storage {key} claims {numel!r} {stype.dtype} elements, more "
                                  f"than the file's {self.size} bytes can hold")
             root = _Storage(ember.zeros(numel * itemsize, dtype=ember.uint8), stype.dtype,
-                            str(location))
+                            str(location), stype.qdtype)
             self.storages[key] = self.roots[key] = root
         if view is None:
             return self.storages[key]
@@ -562,7 +605,7 @@ class _LegacyLoader(_Loader):
                 raise self.error(f"storage view {view_key} (offset {offset!r}, size {size!r}) "
                                  f"reaches past its storage {key} of {n} elements")
             raw = root.raw[offset * itemsize:(offset + size) * itemsize]
-            self.storages[view_key] = _Storage(raw, root.dtype, root.location)
+            self.storages[view_key] = _Storage(raw, root.dtype, root.location, root.qdtype)
         return self.storages[view_key]
 
     def place(self, t: Tensor, location: str) -> Tensor:
@@ -696,9 +739,12 @@ class _TorchPickler(pickle._Pickler):
 
     def save_global(self, obj: Any, name: Any = None) -> None:
         import ember
+        from ember import _quantized
 
         if isinstance(obj, _TorchName):
             module, name = obj.module, obj.name
+        elif isinstance(obj, (_quantized._QDtype, _quantized.qscheme)):
+            module, name = "torch", obj._name
         elif isinstance(obj, ember.dtype):
             module, name = "torch", str(obj).split(".")[-1]
         else:
@@ -713,6 +759,12 @@ class _TorchPickler(pickle._Pickler):
             return NotImplemented  # its __reduce__ leads to save_global
         if isinstance(obj, _PlainTensor):
             return self._tensor(obj.tensor)
+        from ember import _quantized
+
+        if isinstance(obj, (_quantized._QDtype, _quantized.qscheme)):
+            return obj._name  # a global: save_global writes torch.<name>
+        if isinstance(obj, _quantized.QuantizedTensor):
+            return self._qtensor(obj)
         if isinstance(obj, ember.nn.Parameter):
             return (_TorchName("torch._utils", "_rebuild_parameter"),
                     (_PlainTensor(obj.detach()), obj.requires_grad, collections.OrderedDict()))
@@ -734,6 +786,22 @@ class _TorchPickler(pickle._Pickler):
                             f"{module} cannot be read by torch.load; the format holds "
                             "containers of tensors, numbers and strings (save model.state_dict())")
         return NotImplemented
+
+    def _qtensor(self, q: Any) -> tuple:
+        """torch's form of a quantized tensor: ``_rebuild_qtensor`` over a quantized storage of
+        its (contiguous) integers and its quantizer's parameters."""
+        from ember import _quantized
+
+        storage_name, raw, params = _quantized.to_torch_pickle(q)
+        where = ("quantized", id(raw))
+        key = str(len(self.storages))
+        self.storages[where] = (key, raw)  # (keeps raw alive, so its id stays unique)
+        ref = ("ember-storage", where)
+        self.ids[ref] = ("storage", _TorchName("torch", storage_name), key, "cpu", raw.numel())
+        size = tuple(int(n) for n in q.shape)
+        stride = tuple(int(n) for n in q._data.contiguous().stride())
+        return (_TorchName("torch._utils", "_rebuild_qtensor"),
+                (ref, 0, size, stride, params, False, collections.OrderedDict()))
 
     def _tensor(self, t: Tensor) -> tuple:
         import ember

@@ -63,6 +63,11 @@ from ember.ao.quantization.qconfig import (  # noqa: F401
     get_default_qconfig,
     per_channel_dynamic_qconfig,
 )
+from ember.ao.quantization.qconfig_mapping import (  # noqa: F401
+    QConfigMapping,
+    get_default_qat_qconfig_mapping,
+    get_default_qconfig_mapping,
+)
 from ember.ao.quantization.quantize import (  # noqa: F401
     add_quant_dequant,
     convert,

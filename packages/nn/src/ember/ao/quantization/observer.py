@@ -32,7 +32,8 @@ __all__ = [
 ]
 
 _EPS = ember.finfo(ember.float32).eps
-_QUANT_DTYPES = (ember.qint8, ember.quint8, ember.qint32, ember.int8, ember.uint8, ember.int32)
+_QUANT_DTYPES = (ember.qint8, ember.quint8, ember.qint32, ember.int8, ember.uint8, ember.int32,
+                 ember.quint4x2)
 
 
 class _PartialWrapper:

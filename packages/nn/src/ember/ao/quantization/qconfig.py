@@ -165,3 +165,11 @@ def _assert_valid_qconfig(qconfig: Any, mod: nn.Module) -> None:
         raise TypeError(f"qconfig of {type(mod).__name__} must be a QConfig, got "
                         f"{type(qconfig).__name__}")
 
+    if isinstance(mod, (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)):
+        # fbgemm's transposed convolutions take per-tensor weights only
+        from ember.ao.quantization.observer import _is_per_channel
+
+        weight = qconfig.weight()
+        if _is_per_channel(getattr(weight, "qscheme", None)):
+            raise AssertionError("Per channel weight observer is not supported yet for "
+                                 "ConvTranspose{n}d.")

@@ -63,7 +63,11 @@ def get_default_static_quant_module_mappings() -> dict[type, type]:
         nniqat.ConvReLU2d: nniq.ConvReLU2d, nniqat.LinearReLU: nniq.LinearReLU,
         nnq.FloatFunctional: nnq.QFunctional, nn.BatchNorm2d: nnq.BatchNorm2d,
         nni.BNReLU2d: nniq.BNReLU2d, nn.Hardswish: nnq.Hardswish, nn.LeakyReLU: nnq.LeakyReLU,
-        nn.ELU: nnq.ELU, nn.Dropout: nnq.Dropout,
+        nn.ELU: nnq.ELU, nn.Dropout: nnq.Dropout, nn.ConvTranspose1d: nnq.ConvTranspose1d,
+        nn.ConvTranspose2d: nnq.ConvTranspose2d, nn.LayerNorm: nnq.LayerNorm,
+        nn.Embedding: nnq.Embedding, nn.EmbeddingBag: nnq.EmbeddingBag,
+        nn.GroupNorm: nnq.GroupNorm, nn.InstanceNorm1d: nnq.InstanceNorm1d,
+        nn.InstanceNorm2d: nnq.InstanceNorm2d, nn.PReLU: nnq.PReLU,
     }
 
 

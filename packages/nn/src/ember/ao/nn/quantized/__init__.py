@@ -25,8 +25,11 @@ import ember.nn.functional as F
 from ember import Tensor, nn
 from ember._quantized import QuantizedTensor, _f32
 
-__all__ = ["Quantize", "DeQuantize", "Linear", "Conv1d", "Conv2d", "ReLU", "ReLU6", "FloatFunctional",
-           "QFunctional", "BatchNorm2d", "Hardswish", "LeakyReLU", "ELU", "Dropout"]
+__all__ = ["Quantize", "DeQuantize", "Linear", "Conv1d", "Conv2d", "ConvTranspose1d",
+           "ConvTranspose2d", "ReLU", "ReLU6", "FloatFunctional", "QFunctional", "BatchNorm2d",
+           "Hardswish", "LeakyReLU", "ELU", "Sigmoid", "Softmax", "LayerNorm", "Dropout",
+           "Embedding", "EmbeddingBag", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
+           "PReLU"]
 
 
 def _check_quantized(op: str, x: Any) -> QuantizedTensor:
@@ -187,16 +190,77 @@ class _WeightedQuantized(nn.Module):
     def bias(self) -> Tensor | None:
         return self._bias
 
+    @staticmethod
+    def _observed_weight(mod: nn.Module, use_precomputed_fake_quant: bool
+                         ) -> tuple[nn.Module, QuantizedTensor, Any]:
+        """(the float layer, its qint8 weight, the output observer or None) of an observed
+        float, fused or QAT module: the QAT module's weight fake quantize (a QAT ConvBn folds
+        its batch norm's running statistics into the weight first), else its qconfig's
+        weight observer."""
+        from ember.ao.nn import intrinsic as nni
+        from ember.ao.nn.intrinsic import qat as nniqat
+        from ember.nn.utils.fusion import fuse_conv_bn_weights
+
+        if hasattr(mod, "weight_fake_quant"):
+            if isinstance(mod, nniqat._ConvBnNd):
+                mod.weight, mod.bias = fuse_conv_bn_weights(
+                    mod.weight, mod.bias, mod.bn.running_mean, mod.bn.running_var, mod.bn.eps,
+                    mod.bn.weight, mod.bn.bias)
+            weight_post_process = mod.weight_fake_quant
+            app = mod.activation_post_process
+        else:
+            if not hasattr(mod, "qconfig") or mod.qconfig is None:
+                raise AssertionError("Input float module must have qconfig defined")
+            app = getattr(mod, "activation_post_process", None)
+            if isinstance(mod, nni._FusedModule):
+                mod = mod[0]
+            weight_post_process = mod.qconfig.weight()
+        if not use_precomputed_fake_quant:
+            weight_post_process(mod.weight)
+        if weight_post_process.dtype is not ember.qint8:
+            raise AssertionError(f"Weight observer must have a dtype of qint8, got "
+                                 f"{weight_post_process.dtype}")
+        return mod, _quantize_weight(mod.weight.detach().float(), weight_post_process), app
+
+    def _take(self, qweight: QuantizedTensor, bias: Tensor | None, app: Any) -> Any:
+        """This module with ``qweight`` / ``bias`` and the observer's output parameters."""
+        self.set_weight_bias(qweight, bias)
+        if app is not None:
+            scale, zero_point = app.calculate_qparams()
+            self.scale, self.zero_point = float(scale.item()), int(zero_point.item())
+        return self
+
+    # PyTorch's state dict layout: a conv's "weight" / "bias" entries, or a Linear's packed
+    # parameters ("_packed_params.dtype" and the (weight, bias) pair "_packed_params.
+    # _packed_params"), so that checkpoints move between the two libraries
+    _PACKED = False
+
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         super()._save_to_state_dict(destination, prefix, keep_vars)
-        destination[prefix + "weight"] = self._qweight
-        destination[prefix + "bias"] = self._bias
+        if not self._PACKED:
+            destination[prefix + "weight"] = self._qweight
+            destination[prefix + "bias"] = self._bias
         destination[prefix + "scale"] = ember.tensor(self.scale)
         destination[prefix + "zero_point"] = ember.tensor(self.zero_point)
+        if self._PACKED:
+            metadata = getattr(destination, "_metadata", None)
+            if metadata is not None:  # PyTorch's packed-params child module, version 3
+                metadata[prefix + "_packed_params"] = {"version": 3}
+            destination[prefix + "_packed_params.dtype"] = self._qweight.dtype
+            destination[prefix + "_packed_params._packed_params"] = (self._qweight, self._bias)
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: Any,
                               strict: bool, missing_keys: list, unexpected_keys: list,
                               error_msgs: list) -> None:
+        packed = prefix + "_packed_params._packed_params"
+        if packed in state_dict:  # PyTorch's Linear layout (ember's before, too: both load)
+            pair = state_dict.pop(packed)
+            state_dict.pop(prefix + "_packed_params.dtype", None)
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                error_msgs.append(f"'{packed}': expected a (weight, bias) pair, got "
+                                  f"{type(pair).__name__}")
+            else:
+                state_dict[prefix + "weight"], state_dict[prefix + "bias"] = pair
         for name in ("weight", "bias", "scale", "zero_point"):
             key = prefix + name
             if key not in state_dict:
@@ -205,15 +269,27 @@ class _WeightedQuantized(nn.Module):
                 continue
             val = state_dict.pop(key)
             if name == "weight":
+                if self._qweight is not None and tuple(getattr(val, "shape", ())) != \
+                        tuple(self._qweight.shape):
+                    error_msgs.append(f"size mismatch for {key}: copying a param with shape "
+                                      f"{tuple(getattr(val, 'shape', ()))} from checkpoint, "
+                                      f"the shape in current model is "
+                                      f"{tuple(self._qweight.shape)}.")
+                    continue
                 self.set_weight_bias(val, self._bias)
             elif name == "bias":
-                self._bias = val
+                # a plain tensor (PyTorch's checkpoints hold a Parameter, which assigned as
+                # is would become a registered parameter of this module)
+                self._bias = None if val is None else val.detach().to(ember.float32)
             elif name == "scale":
                 self.scale = float(val)
             else:
                 self.zero_point = int(val)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, False, missing_keys,
                                       unexpected_keys, error_msgs)
+
+    def _get_name(self) -> str:
+        return "Quantized" + type(self).__name__
 
     def _qscheme_repr(self) -> str:
         return f"scale={self.scale}, zero_point={self.zero_point}, qscheme=" \
@@ -225,6 +301,8 @@ class Linear(_WeightedQuantized):
     ``scale`` / ``zero_point``."""
 
     _FLOAT_MODULE: Any = nn.Linear
+    _PACKED = True
+    _version = 3  # PyTorch's: its loader reads the packed layout from version 2 on
 
     def __init__(self, in_features: int, out_features: int, bias_: bool = True,
                  dtype: Any = ember.qint8) -> None:
@@ -235,9 +313,6 @@ class Linear(_WeightedQuantized):
         qw = ember.quantize_per_tensor(ember.zeros(out_features, in_features), 1.0, 0,
                                        ember.qint8)
         self.set_weight_bias(qw, ember.zeros(out_features) if bias_ else None)
-
-    def _get_name(self) -> str:
-        return "QuantizedLinear"
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
@@ -260,34 +335,31 @@ class Linear(_WeightedQuantized):
     @classmethod
     def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Linear:
         """The quantized layer for an observed float (or QAT) Linear / LinearReLU."""
-        if hasattr(mod, "weight_fake_quant"):
-            weight_post_process = mod.weight_fake_quant
-            activation_post_process = mod.activation_post_process
-        else:
-            if not hasattr(mod, "qconfig") or mod.qconfig is None:
-                raise AssertionError("Input float module must have qconfig defined")
-            activation_post_process = mod.activation_post_process
-            from ember.ao.nn.intrinsic import LinearReLU as _FusedLinearReLU
-
-            if isinstance(mod, _FusedLinearReLU):
-                mod = mod[0]
-            weight_post_process = mod.qconfig.weight()
-        if not use_precomputed_fake_quant:
-            weight_post_process(mod.weight)
-        if weight_post_process.dtype is not ember.qint8:
-            raise AssertionError(f"Weight observer must have dtype qint8, got "
-                                 f"{weight_post_process.dtype}")
-        act_scale, act_zp = activation_post_process.calculate_qparams()
-        qweight = _quantize_weight(mod.weight.detach().float(), weight_post_process)
-        out = cls(mod.in_features, mod.out_features)
-        out.set_weight_bias(qweight, mod.bias)
-        out.scale = float(act_scale.item())
-        out.zero_point = int(act_zp.item())
-        return out
+        mod, qweight, app = cls._observed_weight(mod, use_precomputed_fake_quant)
+        if app is None:
+            raise AssertionError("Input float module must have an activation_post_process "
+                                 "(run prepare and calibrate first)")
+        return cls(mod.in_features, mod.out_features)._take(qweight, mod.bias, app)
 
 
 def _pair(v: Any) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else tuple(v)  # type: ignore[return-value]
+
+
+def _conv_repr(m: Any, optional: tuple[str, ...]) -> str:
+    """A quantized conv's repr as PyTorch prints it: the optional geometry only where it
+    differs from its default (0 for paddings, 1 for dilation)."""
+    s = (f"{m.in_channels}, {m.out_channels}, kernel_size={m.kernel_size}, "
+         f"stride={m.stride}, scale={m.scale}, zero_point={m.zero_point}")
+    for name in optional:
+        value = getattr(m, name)
+        if value != (1 if name == "dilation" else 0,) * len(m.kernel_size):
+            s += f", {name}={value}"
+    if m.groups != 1:
+        s += f", groups={m.groups}"
+    if m._bias is None:
+        s += ", bias=False"
+    return s
 
 
 class Conv2d(_WeightedQuantized):
@@ -321,21 +393,8 @@ class Conv2d(_WeightedQuantized):
             ember.qint8)
         self.set_weight_bias(qw, ember.zeros(out_channels) if bias else None)
 
-    def _get_name(self) -> str:
-        return "QuantizedConv2d"
-
     def extra_repr(self) -> str:
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-             f"stride={self.stride}, scale={self.scale}, zero_point={self.zero_point}")
-        if self.padding != (0, 0):
-            s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
-            s += f", dilation={self.dilation}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self._bias is None:
-            s += ", bias=False"
-        return s
+        return _conv_repr(self, ("padding", "dilation"))
 
     def _geometry(self) -> tuple[tuple[int, int], ...]:
         """(kernel_size, stride, padding, dilation) as 2-D pairs."""
@@ -378,38 +437,10 @@ class Conv2d(_WeightedQuantized):
     def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Conv2d:
         """The quantized layer for an observed float (or QAT) Conv2d and its fused forms;
         a QAT ConvBn folds its batch norm (running statistics) into the weight first."""
-        from ember.ao.nn import intrinsic as nni
-        from ember.ao.nn.intrinsic import qat as nniqat
-        from ember.nn.utils.fusion import fuse_conv_bn_weights
-
-        if hasattr(mod, "weight_fake_quant"):
-            if isinstance(mod, nniqat._ConvBnNd):
-                mod.weight, mod.bias = fuse_conv_bn_weights(
-                    mod.weight, mod.bias, mod.bn.running_mean, mod.bn.running_var, mod.bn.eps,
-                    mod.bn.weight, mod.bn.bias)
-            weight_post_process = mod.weight_fake_quant
-            activation_post_process = mod.activation_post_process
-        else:
-            if not hasattr(mod, "qconfig") or mod.qconfig is None:
-                raise AssertionError("Input float module must have qconfig defined")
-            activation_post_process = getattr(mod, "activation_post_process", None)
-            if isinstance(mod, nni._FusedModule):
-                mod = mod[0]
-            weight_post_process = mod.qconfig.weight()
-        if not use_precomputed_fake_quant:
-            weight_post_process(mod.weight)
-        if weight_post_process.dtype is not ember.qint8:
-            raise AssertionError(f"Weight observer must have a dtype of qint8, got "
-                                 f"{weight_post_process.dtype}")
-        qweight = _quantize_weight(mod.weight.detach().float(), weight_post_process)
+        mod, qweight, app = cls._observed_weight(mod, use_precomputed_fake_quant)
         out = cls(mod.in_channels, mod.out_channels, mod.kernel_size, mod.stride, mod.padding,
                   mod.dilation, mod.groups, mod.bias is not None, mod.padding_mode)
-        out.set_weight_bias(qweight, mod.bias)
-        if activation_post_process is not None:
-            act_scale, act_zp = activation_post_process.calculate_qparams()
-            out.scale = float(act_scale.item())
-            out.zero_point = int(act_zp.item())
-        return out
+        return out._take(qweight, mod.bias, app)
 
 
 class Conv1d(Conv2d):
@@ -434,25 +465,10 @@ class Conv1d(Conv2d):
             ember.qint8)
         self.set_weight_bias(qw, self._bias)
 
-    def _get_name(self) -> str:
-        return "QuantizedConv1d"
-
     def _geometry(self) -> tuple[tuple[int, int], ...]:
         return ((1, self.kernel_size[0]), (1, self.stride[0]), (0, self.padding[0]),
                 (1, self.dilation[0]))
 
-    def extra_repr(self) -> str:
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-             f"stride={self.stride}, scale={self.scale}, zero_point={self.zero_point}")
-        if self.padding != (0,):
-            s += f", padding={self.padding}"
-        if self.dilation != (1,):
-            s += f", dilation={self.dilation}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self._bias is None:
-            s += ", bias=False"
-        return s
 
     def forward(self, x: QuantizedTensor) -> QuantizedTensor:
         x = _check_quantized(type(self).__name__, x)
@@ -463,15 +479,120 @@ class Conv1d(Conv2d):
         return out.squeeze(2)
 
 
+class _ConvTransposeNd(_WeightedQuantized):
+    """A quantized transposed convolution (zeros padding): quint8 input, qint8 weight of
+    shape (in, out / groups, *kernel) quantized per tensor (as PyTorch's fbgemm requires),
+    float bias, quint8 output. The integers are accumulated exactly (a float64 transposed
+    convolution of the zero-point-shifted integers) and requantized as the other convs."""
+
+    _DIMS = 2
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, output_padding: Any = 0, groups: int = 1, bias: bool = True,
+                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {name}')
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels "
+                             f"({out_channels}) must be divisible by groups ({groups})")
+
+        def tup(v: Any) -> tuple[int, ...]:
+            return (v,) * self._DIMS if isinstance(v, int) else tuple(v)
+
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride, self.padding = tup(kernel_size), tup(stride), tup(padding)
+        self.output_padding, self.dilation = tup(output_padding), tup(dilation)
+        self.groups, self.padding_mode, self.transposed = groups, padding_mode, True
+        self._init_qparams()
+        qw = ember.quantize_per_tensor(
+            ember.zeros(in_channels, out_channels // groups, *self.kernel_size), 1.0, 0,
+            ember.qint8)
+        self.set_weight_bias(qw, ember.zeros(out_channels) if bias else None)
+
+    def set_weight_bias(self, w: QuantizedTensor, b: Tensor | None) -> None:
+        if isinstance(w, QuantizedTensor) and w._per_channel():
+            raise RuntimeError(f"{type(self).__name__}.set_weight_bias: the weight must be "
+                               "quantized per tensor (per-channel weights are not supported "
+                               "for transposed convolutions, as in PyTorch)")
+        super().set_weight_bias(w, b)
+
+    def extra_repr(self) -> str:
+        return _conv_repr(self, ("padding", "dilation", "output_padding"))
+
+    def forward(self, x: QuantizedTensor) -> QuantizedTensor:
+        name = type(self).__name__
+        x = _check_quantized(name, x)
+        if x.dim() != self._DIMS + 2 or x.shape[1] != self.in_channels:
+            raise ValueError(f"{name}: expected an input of shape (N, {self.in_channels}, "
+                             f"{', '.join('LHW'[3 - self._DIMS:])}), got {tuple(x.shape)}")
+        xi = x._data.to(ember.float64) - x._zero_point
+        w = self._qweight
+        wi = w._data.to(ember.float64) - w._zero_point
+        conv = F.conv_transpose1d if self._DIMS == 1 else F.conv_transpose2d
+        acc = conv(xi, wi, None, self.stride, self.padding, self.output_padding, self.groups,
+                   self.dilation)  # exact: sums of integer products well inside float64
+        w_scale = ember.full((self.out_channels,), _f32(w._scale))
+        out = _requantize(acc, x._scale, w_scale, self._bias, self.scale, self.zero_point,
+                          self._RELU, 1)
+        return _quantized_out(out, self.scale, self.zero_point)
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False
+                   ) -> _ConvTransposeNd:
+        """The quantized layer for an observed float ConvTranspose (per-tensor weight
+        observer)."""
+        if type(mod) is not cls._FLOAT_MODULE:
+            raise AssertionError(f" nnq.{cls.__name__}.from_float only works for "
+                                 f"{cls._FLOAT_MODULE.__name__}")
+        mod, qweight, app = cls._observed_weight(mod, use_precomputed_fake_quant)
+        out = cls(mod.in_channels, mod.out_channels, mod.kernel_size, mod.stride, mod.padding,
+                  mod.output_padding, mod.groups, mod.bias is not None, mod.dilation,
+                  mod.padding_mode)
+        return out._take(qweight, mod.bias, None if app is None or app.dtype is ember.float32
+                         else app)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """A quantized ConvTranspose1d."""
+
+    _FLOAT_MODULE: Any = nn.ConvTranspose1d
+    _DIMS = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """A quantized ConvTranspose2d.
+
+    >>> import ember
+    >>> m = ConvTranspose2d(1, 1, 2)
+    >>> m.set_weight_bias(ember.quantize_per_tensor(ember.ones(1, 1, 2, 2), 0.5, 0, ember.qint8),
+    ...                   None)
+    >>> m.scale = 0.5
+    >>> x = ember.quantize_per_tensor(ember.ones(1, 1, 1, 1), 0.5, 0, ember.quint8)
+    >>> m(x).dequantize().tolist()
+    [[[[1.0, 1.0], [1.0, 1.0]]]]
+    """
+
+    _FLOAT_MODULE: Any = nn.ConvTranspose2d
+    _DIMS = 2
+
+
 # ---- element-wise and normalization modules: float math between dequantize and requantize ----
 class _OutputQParamsState(nn.Module):
     """Saves the output ``scale`` / ``zero_point`` (plain numbers) in the state dict, as
     PyTorch's quantized modules do, and loads them back."""
 
+    # shape of the saved entries: () as a fresh PyTorch module has them; a converted PyTorch
+    # BatchNorm holds its observer's one-element tensors (from_float sets (1,))
+    _qparams_shape: tuple[int, ...] = ()
+
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         super()._save_to_state_dict(destination, prefix, keep_vars)
-        destination[prefix + "scale"] = ember.tensor(self.scale)
-        destination[prefix + "zero_point"] = ember.tensor(self.zero_point)
+        shape = self._qparams_shape
+        destination[prefix + "scale"] = ember.tensor(self.scale).reshape(shape)
+        destination[prefix + "zero_point"] = ember.tensor(self.zero_point).reshape(shape)
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: Any,
                               strict: bool, missing_keys: list, unexpected_keys: list,
@@ -506,10 +627,22 @@ class _Requantized(_OutputQParamsState):
     def extra_repr(self) -> str:
         return f"scale={self.scale}, zero_point={self.zero_point}"
 
+    # the float module's attributes its quantized form takes after (scale, zero_point)
+    _FLOAT_ARGS: tuple[str, ...] = ()
+
+    def _get_name(self) -> str:
+        return "Quantized" + type(self).__name__
+
     @staticmethod
     def _observed(mod: nn.Module) -> tuple[float, int]:
         scale, zero_point = mod.activation_post_process.calculate_qparams()
         return float(scale.item()), int(zero_point.item())
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Any:
+        """The quantized module for an observed float one: its observer's output parameters
+        and the float module's ``_FLOAT_ARGS``."""
+        return cls(*cls._observed(mod), *(getattr(mod, name) for name in cls._FLOAT_ARGS))
 
 
 class Hardswish(_Requantized):
@@ -518,19 +651,14 @@ class Hardswish(_Requantized):
     def _float(self, x: Tensor) -> Tensor:
         return F.hardswish(x)
 
-    def _get_name(self) -> str:
-        return "QuantizedHardswish"
-
     def extra_repr(self) -> str:
         return ""
-
-    @classmethod
-    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Hardswish:
-        return cls(*cls._observed(mod))
 
 
 class LeakyReLU(_Requantized):
     """Quantized LeakyReLU."""
+
+    _FLOAT_ARGS = ("negative_slope", "inplace")
 
     def __init__(self, scale: float, zero_point: int, negative_slope: float = 1e-2,
                  inplace: bool = False, device: Any = None, dtype: Any = None) -> None:
@@ -541,19 +669,14 @@ class LeakyReLU(_Requantized):
     def _float(self, x: Tensor) -> Tensor:
         return F.leaky_relu(x, self.negative_slope)
 
-    def _get_name(self) -> str:
-        return "QuantizedLeakyReLU"
-
     def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}"
-
-    @classmethod
-    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> LeakyReLU:
-        return cls(*cls._observed(mod), mod.negative_slope, mod.inplace)
 
 
 class ELU(_Requantized):
     """Quantized ELU."""
+
+    _FLOAT_ARGS = ("alpha",)
 
     def __init__(self, scale: float, zero_point: int, alpha: float = 1.0) -> None:
         super().__init__(scale, zero_point)
@@ -562,15 +685,190 @@ class ELU(_Requantized):
     def _float(self, x: Tensor) -> Tensor:
         return F.elu(x, self.alpha)
 
-    def _get_name(self) -> str:
-        return "QuantizedELU"
-
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}"
 
+
+class Sigmoid(_Requantized):
+    """Quantized Sigmoid with the given output parameters (PyTorch's ``nnq.Sigmoid``; eager
+    ``convert`` leaves ``nn.Sigmoid`` float, as PyTorch's default mapping does)."""
+
+    def __init__(self, output_scale: float, output_zero_point: int) -> None:
+        super().__init__(output_scale, output_zero_point)
+
+    @property
+    def output_scale(self) -> float:
+        return self.scale
+
+    @property
+    def output_zero_point(self) -> int:
+        return self.zero_point
+
+    def _float(self, x: Tensor) -> Tensor:
+        return ember.sigmoid(x)
+
+    def _get_name(self) -> str:
+        return "Sigmoid"  # (PyTorch's prints as the float module)
+
+    def extra_repr(self) -> str:
+        return ""
+
+
+class Softmax(_Requantized):
+    """Quantized Softmax over ``dim`` with the output's ``scale`` / ``zero_point``."""
+
+    def __init__(self, dim: int | None = None, scale: float = 1.0, zero_point: int = 0) -> None:
+        super().__init__(scale, zero_point)
+        self.dim = dim
+
+    def _float(self, x: Tensor) -> Tensor:
+        dim = self.dim if self.dim is not None else (0 if x.dim() in (0, 1, 3) else 1)
+        return F.softmax(x, dim)
+
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
     @classmethod
-    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> ELU:
-        return cls(*cls._observed(mod), mod.alpha)
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Softmax:
+        return cls(mod.dim, *cls._observed(mod))
+
+
+class LayerNorm(_Requantized):
+    """Quantized LayerNorm: the float normalization of the dequantized input (its float
+    ``weight`` / ``bias``), requantized to the output's ``scale`` / ``zero_point``."""
+
+    def __init__(self, normalized_shape: Any, weight: Tensor | None, bias: Tensor | None,
+                 scale: float, zero_point: int, eps: float = 1e-5,
+                 elementwise_affine: bool = True, device: Any = None, dtype: Any = None
+                 ) -> None:
+        super().__init__(scale, zero_point)
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape = tuple(int(n) for n in shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        # the given float weight / bias (None: none, as in PyTorch)
+        self.weight = None if weight is None else nn.Parameter(
+            weight.detach().float().clone(), requires_grad=False)
+        self.bias = None if bias is None else nn.Parameter(
+            bias.detach().float().clone(), requires_grad=False)
+
+    def _float(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine="
+                f"{self.elementwise_affine}, bias={self.bias is not None}")
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> LayerNorm:
+        scale, zero_point = cls._observed(mod)
+        return cls(mod.normalized_shape, mod.weight, mod.bias, scale, zero_point, mod.eps,
+                   mod.elementwise_affine)
+
+
+class GroupNorm(_Requantized):
+    """Quantized GroupNorm: the float group normalization of the dequantized input,
+    requantized to the output's ``scale`` / ``zero_point``."""
+
+    def __init__(self, num_groups: int, num_channels: int, weight: Tensor | None,
+                 bias: Tensor | None, scale: float, zero_point: int, eps: float = 1e-5,
+                 affine: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__(scale, zero_point)
+        self.num_groups, self.num_channels = num_groups, num_channels
+        self.eps, self.affine = eps, affine
+        self.weight, self.bias = _frozen(weight), _frozen(bias)
+
+    def _float(self, x: Tensor) -> Tensor:
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, "
+                f"affine={self.affine}, bias={self.bias is not None}")
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> GroupNorm:
+        return cls(mod.num_groups, mod.num_channels, mod.weight, mod.bias, *cls._observed(mod),
+                   mod.eps, mod.affine)
+
+
+class _InstanceNorm(_Requantized):
+    """Quantized InstanceNorm: per-sample, per-channel normalization in float, requantized."""
+
+    def __init__(self, num_features: int, weight: Tensor | None, bias: Tensor | None,
+                 scale: float, zero_point: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__(scale, zero_point)
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.weight, self.bias = _frozen(weight), _frozen(bias)
+
+    def _float(self, x: Tensor) -> Tensor:
+        return F.instance_norm(x, None, None, self.weight, self.bias, True, self.momentum,
+                               self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> Any:
+        return cls(mod.num_features, mod.weight, mod.bias, *cls._observed(mod), mod.eps,
+                   mod.momentum, mod.affine)
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Quantized InstanceNorm1d."""
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Quantized InstanceNorm2d."""
+
+
+class PReLU(_Requantized):
+    """Quantized PReLU: a quint8 slope per channel (or one), float arithmetic on the
+    dequantized values, requantized to ``scale`` / ``zero_point``."""
+
+    def __init__(self, output_scale: float, output_zero_point: int, num_parameters: int = 1
+                 ) -> None:
+        super().__init__(output_scale, output_zero_point)
+        self.num_parameters = num_parameters
+        self.set_weight(ember.quantize_per_tensor(ember.full((num_parameters,), 0.25), 1.0, 0,
+                                                  ember.quint8))
+
+    def set_weight(self, w: QuantizedTensor) -> None:
+        if not isinstance(w, QuantizedTensor) or w.numel() != self.num_parameters:
+            raise RuntimeError(f"PReLU.set_weight: expected a quantized weight of "
+                               f"{self.num_parameters} values, got "
+                               f"{getattr(w, 'shape', type(w).__name__)}")
+        self.weight = w
+
+    def _float(self, x: Tensor) -> Tensor:
+        w = self.weight.dequantize()
+        if w.numel() > 1 and x.dim() > 1:
+            w = w.reshape([1, -1] + [1] * (x.dim() - 2))
+        return ember.where(x >= 0, x, w * x)
+
+    def extra_repr(self) -> str:
+        return ""
+
+    @classmethod
+    def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> PReLU:
+        out = cls(*cls._observed(mod), mod.num_parameters)
+        observer = mod.qconfig.weight()
+        float_wt = mod.weight.detach().float()
+        observer(float_wt)
+        scale, zero_point = observer.calculate_qparams()
+        out.set_weight(ember.quantize_per_tensor(float_wt, float(scale.reshape(-1)[0]),
+                                                 int(zero_point.reshape(-1)[0]), ember.quint8))
+        return out
+
+
+def _frozen(t: Tensor | None) -> nn.Parameter | None:
+    return None if t is None else nn.Parameter(t.detach().float().clone(), requires_grad=False)
 
 
 class BatchNorm2d(_Requantized):
@@ -578,6 +876,7 @@ class BatchNorm2d(_Requantized):
     the fused ``ember.ao.nn.intrinsic.quantized.BNReLU2d``."""
 
     _RELU = False
+    _version = 2  # (PyTorch's: its state dict has num_batches_tracked)
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  device: Any = None, dtype: Any = None) -> None:
@@ -589,6 +888,7 @@ class BatchNorm2d(_Requantized):
         self.bias = nn.Parameter(ember.zeros(num_features), requires_grad=False)
         self.register_buffer("running_mean", ember.zeros(num_features))
         self.register_buffer("running_var", ember.ones(num_features))
+        self.register_buffer("num_batches_tracked", ember.tensor(0, dtype=ember.int64))
 
     def _float(self, x: Tensor) -> Tensor:
         if x.dim() != 4 or x.shape[1] != self.num_features:
@@ -598,8 +898,6 @@ class BatchNorm2d(_Requantized):
                          self.bias.detach(), False, 0.0, self.eps)
         return F.relu(y) if self._RELU else y
 
-    def _get_name(self) -> str:
-        return "QuantizedBatchNorm2d"
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine=True, "
@@ -619,6 +917,7 @@ class BatchNorm2d(_Requantized):
         out.running_mean = mod.running_mean.clone()
         out.running_var = mod.running_var.clone()
         out.scale, out.zero_point = scale, zero_point
+        out._qparams_shape = (1,)
         return out
 
 
@@ -786,3 +1085,4 @@ class QFunctional(_OutputQParamsState):
 
 
 from ember.ao.nn.quantized import dynamic  # noqa: E402,F401
+from ember.ao.nn.quantized.embedding_ops import Embedding, EmbeddingBag  # noqa: E402

@@ -3,8 +3,6 @@ whose requantized output is clamped at its zero point (ReLU) in the same step.""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ember.ao.nn import quantized as nnq
 
 __all__ = ["LinearReLU", "ConvReLU1d", "ConvReLU2d", "BNReLU2d"]
@@ -15,21 +13,11 @@ class LinearReLU(nnq.Linear):
 
     _RELU = True
 
-    def _get_name(self) -> str:
-        return "QuantizedLinearReLU"
-
 
 class ConvReLU2d(nnq.Conv2d):
     """Quantized Conv2d + ReLU (also what a QAT ConvBnReLU2d becomes)."""
 
     _RELU = True
-
-    def _get_name(self) -> str:
-        return "QuantizedConvReLU2d"
-
-    @classmethod
-    def from_float(cls, mod: Any, use_precomputed_fake_quant: bool = False) -> ConvReLU2d:
-        return super().from_float(mod, use_precomputed_fake_quant)
 
 
 class BNReLU2d(nnq.BatchNorm2d):
@@ -37,14 +25,8 @@ class BNReLU2d(nnq.BatchNorm2d):
 
     _RELU = True
 
-    def _get_name(self) -> str:
-        return "QuantizedBNReLU2d"
-
 
 class ConvReLU1d(nnq.Conv1d):
     """Quantized Conv1d + ReLU (also what a QAT ConvBnReLU1d becomes)."""
 
     _RELU = True
-
-    def _get_name(self) -> str:
-        return "QuantizedConvReLU1d"

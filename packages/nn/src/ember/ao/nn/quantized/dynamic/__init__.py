@@ -20,6 +20,7 @@ import ember
 from ember import Tensor, nn
 from ember._quantized import _f32, choose_qparams
 from ember.ao.nn import quantized as nnq
+from ember.nn.modules.rnn import RNNBase, _gru_step, _lstm_step
 
 __all__ = ["Linear", "LSTM", "GRU"]
 
@@ -43,6 +44,7 @@ class Linear(nnq.Linear):
     ``nn.Linear``)."""
 
     _FLOAT_MODULE: Any = nn.Linear
+    _version = 4  # PyTorch's
 
     def __init__(self, in_features: int, out_features: int, bias_: bool = True,
                  dtype: Any = ember.qint8) -> None:
@@ -116,19 +118,8 @@ class _RNNBase(nn.Module):
     def _get_name(self) -> str:
         return f"DynamicQuantized{self._MODE}"
 
-    def extra_repr(self) -> str:
-        s = f"{self.input_size}, {self.hidden_size}"
-        if self.num_layers != 1:
-            s += f", num_layers={self.num_layers}"
-        if self.bias is not True:
-            s += f", bias={self.bias}"
-        if self.batch_first is not False:
-            s += f", batch_first={self.batch_first}"
-        if self.dropout != 0:
-            s += f", dropout={self.dropout}"
-        if self.bidirectional is not False:
-            s += f", bidirectional={self.bidirectional}"
-        return s
+    proj_size = 0  # (no projections; read by the float RNN's extra_repr shared below)
+    extra_repr = RNNBase.extra_repr
 
     @classmethod
     def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> _RNNBase:
@@ -253,10 +244,7 @@ class LSTM(_RNNBase):
     _MODE = "LSTM"
 
     def _cell(self, gi: Tensor, h: Tensor, c: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any]:
-        gates = gi + _dynamic_linear(h, w_hh, b_hh)
-        i, f, g, o = gates.chunk(4, 1)
-        c = ember.sigmoid(f) * c + ember.sigmoid(i) * ember.tanh(g)
-        return ember.sigmoid(o) * ember.tanh(c), c
+        return _lstm_step(gi + _dynamic_linear(h, w_hh, b_hh), c)
 
 
 class GRU(_RNNBase):
@@ -265,10 +253,4 @@ class GRU(_RNNBase):
     _MODE = "GRU"
 
     def _cell(self, gi: Tensor, h: Tensor, c: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any]:
-        gh = _dynamic_linear(h, w_hh, b_hh)
-        i_r, i_z, i_n = gi.chunk(3, 1)
-        h_r, h_z, h_n = gh.chunk(3, 1)
-        r = ember.sigmoid(i_r + h_r)
-        z = ember.sigmoid(i_z + h_z)
-        n = ember.tanh(i_n + r * h_n)
-        return (1 - z) * n + z * h, None
+        return _gru_step(gi, _dynamic_linear(h, w_hh, b_hh), h), None
