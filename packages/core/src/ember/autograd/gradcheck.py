@@ -53,7 +53,11 @@ class _Check:
         self.check_grad_dtypes, self.check_batched_grad = check_grad_dtypes, check_batched_grad
         self.check_batched_forward_grad = check_batched_forward_grad
         self.name = name
-        self.grad_in_numerical = False
+        # finite differences run in the caller's grad mode, as PyTorch's: a function that
+        # differentiates inside (a gradient penalty) needs it
+        import ember
+
+        self.grad_in_numerical = ember.is_grad_enabled()
         self.diff = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
 
     # -- input validation ------------------------------------------------------------------------
@@ -203,7 +207,6 @@ class _Check:
             for j in range(t.numel()):
                 idx = _index(shape, j)
                 orig = t[idx].item()
-                # gradgradcheck's function differentiates inside, so it needs grad mode on
                 with ember.set_grad_enabled(self.grad_in_numerical):
                     with ember.no_grad():
                         t[idx] = orig + self.eps
@@ -421,8 +424,8 @@ def gradgradcheck(
         raise AssertionError("Setting check_undefined_grad=True requires check_rev_over_rev to be "
                              "True")
     ins = _inputs(inputs)
-    with ember.no_grad():
-        outs = _outputs(func(*ins))
+    # in the caller's grad mode, as PyTorch: the function may differentiate inside
+    outs = [o.detach() for o in _outputs(func(*ins))]
     diff_out = [k for k, o in enumerate(outs) if o.is_floating_point()]
     if grad_outputs is None:
         gen = ember.Generator().manual_seed(0)

@@ -154,11 +154,42 @@ class MultiheadAttention(Module):
             return mha_forward(self, query, key, value, key_padding_mask, need_weights,
                                attn_mask, average_attn_weights)
         wq, wk, wv = self._projections()
-        return _attention(
+        out, weights = _attention(
             query, key, value, self.num_heads, wq, wk, wv, self.in_proj_bias, self.bias_k,
             self.bias_v, self.add_zero_attn, self.dropout if self.training else 0.0,
             self.out_proj, key_padding_mask, need_weights, attn_mask, average_attn_weights,
             is_causal, self.batch_first, "MultiheadAttention")
+        if self._takes_fast_path(query, key, value, key_padding_mask, attn_mask):
+            # PyTorch's fused kernel gives NaN rows for queries that may attend to nothing
+            # (its slow path gives zeros there): programs that nan_to_num them see the same
+            full = _fully_masked_rows(
+                self.merge_masks(attn_mask, key_padding_mask, query)[0], query.shape[1])
+            if full is not None:
+                out = out.masked_fill(full.unsqueeze(-1), float("nan"))
+        return out, weights
+
+    def _takes_fast_path(self, query: Tensor, key: Tensor, value: Tensor,
+                         key_padding_mask: Tensor | None, attn_mask: Tensor | None) -> bool:
+        """PyTorch's conditions for its fused self-attention in eval mode (boolean or no
+        masks, batch-first self-attention with packed projections, nothing needing grad)."""
+        from ember.backends import mha
+
+        if any(m is not None and m.is_floating_point() for m in (attn_mask, key_padding_mask)):
+            return False
+        if not (mha.get_fastpath_enabled() and query.dim() == 3 and query is key
+                and key is value and not self.training and self.batch_first
+                and self.num_heads % 2 == 0 and self.bias_k is None and self.bias_v is None
+                and not self.add_zero_attn and self._qkv_same_embed_dim
+                and self.in_proj_bias is not None and self.in_proj_weight is not None
+                and query.dtype == self.in_proj_weight.dtype == self.in_proj_bias.dtype
+                and not ember.is_autocast_enabled()):
+            return False
+        args = [query, self.in_proj_weight, self.in_proj_bias, self.out_proj.weight,
+                self.out_proj.bias]
+        if ember.overrides.has_torch_function(args):
+            return False
+        return not (ember.is_grad_enabled() and any(
+            t is not None and t.requires_grad for t in args))
 
     def merge_masks(self, attn_mask: Tensor | None, key_padding_mask: Tensor | None,
                     query: Tensor) -> tuple[Tensor | None, int | None]:
@@ -182,6 +213,20 @@ class MultiheadAttention(Module):
                 merged = merged + key_padding_mask.view(batch, 1, 1, seq_len).expand(
                     -1, self.num_heads, -1, -1)
         return merged, mask_type
+
+
+def _fully_masked_rows(merged: Tensor | None, seq_len: int) -> Tensor | None:
+    """(batch, seq_len) True where a query may attend to no key under ``merge_masks``'s
+    result: boolean True or float -inf over the whole row, for any head; a (batch, S)
+    key_padding_mask alone blocks every query of a fully padded sequence. None if no row is."""
+    if merged is None:
+        return None
+    blocked = merged if merged.dtype == ember.bool else merged == float("-inf")
+    if blocked.dim() == 2:
+        full = blocked.all(-1, keepdim=True).expand(-1, seq_len)
+    else:
+        full = blocked.all(-1).any(1)
+    return full if bool(full.any()) else None
 
 
 def _attention(

@@ -19,7 +19,7 @@ import ember
 from ember import Tensor
 from ember.nn import init
 from ember.nn.modules.activation import GELU, ReLU
-from ember.nn.modules.attention import MultiheadAttention
+from ember.nn.modules.attention import MultiheadAttention, _fully_masked_rows
 from ember.nn.modules.container import ModuleList
 from ember.nn.modules.linear import Linear
 from ember.nn.modules.module import Module
@@ -122,6 +122,14 @@ def _why_no_nested_tensor(layer: Any) -> str:
     return ""
 
 
+def _float_mask(mask: Tensor | None, dtype: Any) -> Tensor | None:
+    """A boolean mask as an additive one of ``dtype`` (True -> -inf); others unchanged."""
+    if mask is None or mask.dtype != ember.bool:
+        return mask
+    return ember.zeros(tuple(mask.shape), dtype=dtype, device=mask.device).masked_fill(
+        mask, float("-inf"))
+
+
 def _clones(module: Module, n: int) -> ModuleList:
     return ModuleList([copy.deepcopy(module) for _ in range(n)])
 
@@ -218,6 +226,10 @@ class TransformerEncoderLayer(_TransformerLayer):
         src_key_padding_mask: Tensor | None = None,
         is_causal: bool = False,
     ) -> Tensor:
+        # like PyTorch, boolean masks become additive float ones first (so the attention
+        # below never takes MultiheadAttention's boolean-mask fast path)
+        src_key_padding_mask = _float_mask(src_key_padding_mask, src.dtype)
+        src_mask = _float_mask(src_mask, src.dtype)
         x = src
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
@@ -225,7 +237,36 @@ class TransformerEncoderLayer(_TransformerLayer):
         else:
             x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
             x = self.norm2(x + self._ff_block(x))
+        if (src_mask is not None or src_key_padding_mask is not None) and self._takes_fast_path(src):
+            # PyTorch's fused encoder layer gives NaN rows where a query may attend to nothing
+            merged = self.self_attn.merge_masks(src_mask, src_key_padding_mask, src)[0]
+            full = _fully_masked_rows(merged, src.shape[1])
+            if full is not None:
+                x = x.masked_fill(full.unsqueeze(-1), float("nan"))
         return x
+
+    def _takes_fast_path(self, src: Tensor) -> bool:
+        """PyTorch's conditions for its fused encoder layer (eval mode, batch-first packed
+        self-attention, relu or gelu, nothing needing grad, no hooks)."""
+        from ember.backends import mha
+
+        attn = self.self_attn
+        if not (mha.get_fastpath_enabled() and src.dim() == 3 and not self.training
+                and attn.batch_first and attn.in_proj_bias is not None
+                and attn._qkv_same_embed_dim and self.activation_relu_or_gelu
+                and self.norm1.eps == self.norm2.eps and attn.num_heads % 2 == 0
+                and not ember.is_autocast_enabled()):
+            return False
+        if any(m._forward_hooks or m._forward_pre_hooks for m in self.modules()):
+            return False
+        params = [src, attn.in_proj_weight, attn.in_proj_bias, attn.out_proj.weight,
+                  attn.out_proj.bias, self.norm1.weight, self.norm1.bias, self.norm2.weight,
+                  self.norm2.bias, self.linear1.weight, self.linear1.bias,
+                  self.linear2.weight, self.linear2.bias]
+        if ember.overrides.has_torch_function(params):
+            return False
+        return not (ember.is_grad_enabled() and any(
+            t is not None and t.requires_grad for t in params))
 
 
 class TransformerDecoderLayer(_TransformerLayer):
