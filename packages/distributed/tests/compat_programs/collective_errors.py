@@ -94,14 +94,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+def merge(out):
+    """rank 0 cannot gather after the failed monitored_barrier: the ranks' files are merged."""
+    merged = {}
+    for r in range(2):
+        with open(os.path.join(out, f"rank{r}.json")) as f:
+            merged.update({f"{k}_{r}": v for k, v in json.load(f).items()})
+    with open(os.path.join(out, "result.json"), "w") as f:
+        json.dump(merged, f, sort_keys=True)
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     mp.spawn(worker, args=(2, free_port(), args.out), nprocs=2, join=True)
-    merged = {}
-    for r in range(2):
-        with open(os.path.join(args.out, f"rank{r}.json")) as f:
-            merged.update({f"{k}_{r}": v for k, v in json.load(f).items()})
-    with open(os.path.join(args.out, "result.json"), "w") as f:
-        json.dump(merged, f, sort_keys=True)
+    merge(args.out)
