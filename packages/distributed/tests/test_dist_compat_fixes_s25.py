@@ -1,6 +1,6 @@
 """Regression tests for the session-25 distributed compatibility round: randperm on torch's
-MT19937 stream (so DistributedSampler / random_split / RandomSampler seeded as in a torch
-script give torch's order), DDP's bucket layout as torch builds it (one bucket in registration
+MT19937 stream (so DistributedSampler / random_split / RandomSampler / a shuffling DataLoader
+seeded as in a torch script give torch's order), DDP's bucket layout as torch builds it (one bucket in registration
 order until the rebuild in the ready order; no rebuild with find_unused_parameters; a small
 first bucket only with the default cap), Work.source_rank(), torchrun's --role, and the
 messages of gather / scatter on the wrong rank and of monitored_barrier."""
@@ -48,6 +48,28 @@ def test_samplers_and_splits_follow_torchs_order():
     s.set_epoch(2)
     assert list(s) == [0, 2, 8, 10, 7, 3]
     assert list(RandomSampler(range(6), generator=_gen(5))) == [5, 0, 1, 3, 4, 2]
+
+
+def test_dataloader_shuffle_with_a_generator_follows_torch():
+    # the loader's seed draw and the sampler's trailing (empty) permutation move the generator
+    # as torch's do, so every epoch's order is torch's
+    from ember.data import DataLoader
+
+    dl = DataLoader(list(range(10)), batch_size=3, shuffle=True, generator=_gen(0))
+    assert [b.tolist() for b in dl] == [[3, 7, 5], [2, 0, 8], [1, 6, 9], [4]]
+    assert [b.tolist() for b in dl] == [[1, 3, 2], [7, 5, 9], [0, 6, 4], [8]]
+
+
+def test_dataloader_shuffle_with_a_generator_matches_torch():
+    torch = pytest.importorskip("torch")
+    from ember.data import DataLoader
+
+    tg = torch.Generator()
+    tg.manual_seed(7)
+    tdl = torch.utils.data.DataLoader(list(range(13)), batch_size=4, shuffle=True, generator=tg)
+    dl = DataLoader(list(range(13)), batch_size=4, shuffle=True, generator=_gen(7))
+    for _ in range(3):
+        assert [b.tolist() for b in dl] == [b.tolist() for b in tdl]
 
 
 def test_randperm_is_a_function_of_the_generator_state():
