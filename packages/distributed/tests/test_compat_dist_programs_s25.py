@@ -3,9 +3,9 @@ ember through the torch shim and compared with torch 2.13's stored results, with
 test_compat_dist_programs.py: Work handles (source_rank, coalesced collectives, object
 collectives with device=), shuffled samplers and splits seeded as in torch (torch's randperm
 order), every kind of store, DDP corners (tied / frozen / unused parameters, buffers, the
-GradBucket a hook sees, compression hooks, no_sync), the errors collectives raise, torchrun
---standalone --role, and several process groups at once (group_src / group_dst). Regenerate
-the references with ``python test_compat_dist_programs_s25.py --regen`` (needs torch)."""
+GradBucket a hook sees, compression hooks, no_sync), ZeroRedundancyOptimizer with Adam, the
+errors collectives raise, torchrun --standalone --role, and several process groups at once
+(group_src / group_dst). Regenerate the references with ``python test_compat_dist_programs_s25.py --regen`` (needs torch)."""
 
 from __future__ import annotations
 
@@ -27,14 +27,15 @@ PROGRAMS = {
     "collective_errors": (0, 0),
     "launched_standalone": (0, 0),
     "subgroup_overlap": (0, 0),
+    "zero_adam": (1e-5, 1e-6),
 }
 # run by the launcher (torchrun's flags) rather than starting their own ranks
 LAUNCHED = {"launched_standalone": ["--standalone", "--nproc-per-node=2", "--max-restarts=1",
                                     "--role=trainer"]}
 # run together in one start of the ranks (compat_programs/s25_bundle.py): starting 2 ranks costs
 # seconds, the programs themselves little
-BUNDLED = ["work_handles", "subgroup_overlap", "sampler_shuffle", "ddp_edges", "store_kinds",
-           "collective_errors"]
+BUNDLED = ["work_handles", "subgroup_overlap", "sampler_shuffle", "ddp_edges", "zero_adam",
+           "store_kinds", "collective_errors"]
 
 
 def run_program(name: str, impl: str, out: Path) -> dict:

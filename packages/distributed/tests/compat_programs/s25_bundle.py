@@ -4,8 +4,8 @@ start of the ranks instead of one per program; OUT/result.json maps each program
 Every program also runs alone (python <program>.py --out OUT).
 
 Each rank runs the programs in order: work_handles, subgroup_overlap, sampler_shuffle,
-ddp_edges, store_kinds and collective_errors (last: its monitored_barrier leaves the group
-unusable)."""
+ddp_edges, zero_adam, store_kinds and collective_errors (last: its monitored_barrier leaves the
+group unusable)."""
 
 import argparse
 import json
@@ -23,8 +23,9 @@ import sampler_shuffle  # noqa: E402
 import store_kinds  # noqa: E402
 import subgroup_overlap  # noqa: E402
 import work_handles  # noqa: E402
+import zero_adam  # noqa: E402
 
-ORDER = [work_handles, subgroup_overlap, sampler_shuffle, ddp_edges, store_kinds,
+ORDER = [work_handles, subgroup_overlap, sampler_shuffle, ddp_edges, zero_adam, store_kinds,
          collective_errors]
 
 
