@@ -4,9 +4,12 @@ Each process holds a replica of the module and feeds it its share of the batch. 
 the parameters and buffers are broadcast from rank 0 so the replicas start equal; during
 backward the gradients are averaged over the ranks, so every replica takes the same step.
 
-Gradients are reduced in buckets: the parameters, in reverse order of registration (roughly the
-order backward produces their gradients), are packed into flat buffers of ``bucket_cap_mb`` MiB
-(the first 1 MiB, so communication starts early). A hook on each parameter (run after its
+Gradients are reduced in buckets, laid out as torch lays them out: the first iteration packs all
+parameters into one flat buffer in registration order; after it the buckets are rebuilt in the
+order backward produced the gradients, into flat buffers of ``bucket_cap_mb`` MiB (with the
+default cap the first 1 MiB, so communication starts early). With
+``find_unused_parameters=True`` (and no static graph), whose used parameters may change, the
+buckets are never rebuilt: they are sized from the start, in reverse registration order. A hook on each parameter (run after its
 gradient is accumulated) copies the gradient into its bucket; when a bucket is full its
 all-reduce is started asynchronously, and backward goes on computing the earlier layers while it
 runs. The last hook waits for all buckets and writes the averaged gradients back.
