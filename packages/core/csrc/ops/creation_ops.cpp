@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <type_traits>
 #include <utility>
 
@@ -37,6 +38,44 @@ void fill_index(const Tensor& out, const F& f) {
   parallel_for(0, out->numel(), kPointwiseGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) p[i] = f(i);
   });
+}
+
+// randperm's MT19937 stream is a pure function of the generator's Philox (seed, offset), so the
+// counter stays the whole generator state (get_state / set_state reproduce a permutation): the
+// engine seeded with the seed (as torch seeds its CPU generator) and advanced by `offset` draws,
+// randperm reserving one offset per draw. A fresh generator, and consecutive randperms on one,
+// thus give torch's permutations. Past kMtDiscardLimit draws (other random ops also move the
+// offset) the engine is seeded from (seed, offset) instead: still deterministic, bounded cost.
+constexpr int64_t kMtRandpermLimit = std::numeric_limits<uint32_t>::max() / 20;  // torch's
+constexpr uint64_t kMtDiscardLimit = uint64_t(1) << 22;
+
+struct MtCache {
+  uint64_t seed = 0;
+  uint64_t offset = ~uint64_t(0);  // no stream yet
+  std::mt19937 engine;
+};
+
+MtCache& mt_cache() {
+  thread_local MtCache cache;
+  return cache;
+}
+
+// The engine for (seed, offset); consecutive randperms on this thread reuse the cached one.
+std::mt19937& mt_stream(uint64_t seed, uint64_t offset) {
+  MtCache& c = mt_cache();
+  if (offset <= kMtDiscardLimit) {
+    // the cached engine ended there: it is mt(seed) advanced by `offset` draws too
+    if (c.seed == seed && c.offset == offset) return c.engine;
+    c.engine.seed(static_cast<uint32_t>(seed));
+    c.engine.discard(offset);
+  } else {
+    std::seed_seq mix{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
+                      static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)};
+    c.engine.seed(mix);
+  }
+  c.seed = seed;
+  c.offset = offset;
+  return c.engine;
 }
 
 }  // namespace
@@ -356,7 +395,20 @@ Tensor randperm(int64_t n, Generator* generator, std::optional<ScalarType> dtype
   Tensor perm = ember::empty({n}, ScalarType::Int64, cpu_device());
   int64_t* p = perm->data_as<int64_t>();
   std::iota(p, p + n, int64_t(0));
-  if (n > 1) {
+  if (n > 1 && n < kMtRandpermLimit) {
+    // torch's CPU permutation (so a sampler or split seeded as in a torch script yields the same
+    // order): a forward Fisher-Yates over 32-bit MT19937 draws.
+    Generator& gen = gen_or_default(generator);
+    const uint64_t draws = static_cast<uint64_t>(n - 1);
+    const uint64_t base = gen.reserve(draws);
+    std::mt19937& mt = mt_stream(gen.seed(), base);
+    for (int64_t i = 0; i < n - 1; ++i) {
+      const int64_t z =
+          static_cast<int64_t>(static_cast<uint64_t>(mt()) % static_cast<uint64_t>(n - i));
+      std::swap(p[i], p[i + z]);
+    }
+    mt_cache().offset = base + draws;
+  } else if (n > 1) {
     // Fisher-Yates, step k (i = n-1-k) drawing 64 bits from counter base + k/2.
     Generator& gen = gen_or_default(generator);
     const uint64_t base = gen.reserve(static_cast<uint64_t>(n / 2));

@@ -19,6 +19,7 @@ import weakref
 from typing import Any, Callable, Iterable, Iterator
 
 import ember
+import numpy as np
 from ember import _C, _shm_janitor
 
 from . import _memory, _worker
@@ -305,6 +306,18 @@ def _profiled_next(next_fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return __next__
 
 
+
+def _skip_counter(gen: ember.Generator) -> None:
+    """Advances a CPU generator by one counter. torch draws the loader's seed as two 32-bit
+    MT19937 outputs, ember's random_ takes one counter: one more leaves the generator where
+    torch's is, so the RandomSampler that shuffles with it next yields torch's order (randperm
+    follows torch's MT19937 stream, one counter per draw)."""
+    if gen.device.type != "cpu":
+        return
+    words = gen.get_state().numpy().view(np.uint64).copy()  # (seed, offset)
+    words[1] += np.uint64(1)
+    gen.set_state(ember.from_numpy(words.view(np.uint8)))
+
 class _BaseIter:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -338,6 +351,8 @@ class _BaseIter:
         gen = loader.generator if loader.generator is not None else ember.default_generator
         # One draw per iterator, like PyTorch: seeds the workers of this epoch.
         self._base_seed = int(ember.empty((), dtype=ember.int64).random_(generator=gen).item())
+        if loader.generator is not None:
+            _skip_counter(loader.generator)
 
     def __iter__(self) -> _BaseIter:
         return self

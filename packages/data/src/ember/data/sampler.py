@@ -109,9 +109,10 @@ class RandomSampler(Sampler[int]):
         else:
             for _ in range(self.num_samples // n):
                 yield from ember.randperm(n, generator=generator).tolist()
+            # drawn even when no sample is left (as torch), so the generator moves as torch's
+            # does and the next epoch's permutation is torch's too
             rest = self.num_samples % n
-            if rest:
-                yield from ember.randperm(n, generator=generator).tolist()[:rest]
+            yield from ember.randperm(n, generator=generator).tolist()[:rest]
 
     def __len__(self) -> int:
         return self.num_samples

@@ -56,12 +56,14 @@ class LaunchConfig:
     # Output of the workers, per local rank (-1: every rank) (torchrun's -r/--redirects and
     # -t/--tee): 0 as is,
     # 1 stdout, 2 stderr, 3 both. Redirected streams go to files under ``log_dir`` only, teed
-    # ones to the files and to the console, each line prefixed with ``[default<rank>]:``.
+    # ones to the files and to the console, each line prefixed with ``[<role><rank>]:``.
     redirects: dict[int, int] = field(default_factory=dict)
     tee: dict[int, int] = field(default_factory=dict)
     log_dir: str | None = None
     # Local ranks whose output reaches the console (None: all).
     local_ranks_filter: set[int] | None = None
+    # The workers' role (torchrun's --role): ROLE_NAME, and the prefix of teed lines.
+    role: str = "default"
 
     def __post_init__(self) -> None:
         if self.nproc_per_node < 1:
@@ -145,7 +147,7 @@ def worker_env(
         LOCAL_WORLD_SIZE=str(cfg.nproc_per_node),
         GROUP_RANK=str(cfg.node_rank),
         GROUP_WORLD_SIZE=str(cfg.nnodes),
-        ROLE_NAME="default",
+        ROLE_NAME=cfg.role,
         ROLE_RANK=str(rank),
         ROLE_WORLD_SIZE=str(cfg.world_size),
         MASTER_ADDR=cfg.master_addr,
@@ -277,7 +279,7 @@ class _LocalGroup:
                 if spec:
                     t = threading.Thread(
                         target=_pump,
-                        args=(pipe, *spec, f"[default{rank}]:".encode()),
+                        args=(pipe, *spec, f"[{cfg.role}{rank}]:".encode()),
                         daemon=True,
                     )
                     t.start()

@@ -176,6 +176,8 @@ class Work:
         self._future = Future()
         self._value: Any = None  # what the operation returned (the sender of an any-source recv)
         self._executor = executor  # runs it; wait() may run it here if it has not started
+        # a receive's sender, as a group rank or a function of the value (any source)
+        self._source: int | Callable[[Any], int] | None = None
 
     def _run(self, fn: Callable[[], Any], before_finish: Callable[[], None] | None = None) -> None:
         try:
@@ -222,10 +224,23 @@ class Work:
         """A Future completed with the output tensors when the collective finishes."""
         return self._future
 
-    def _source_rank(self) -> int:
-        """The sender of an irecv from any source (after wait)."""
+    def source_rank(self) -> int:
+        """The rank, within the receive's group, that sent the message of a recv / irecv (waits
+        for it); any other operation raises RuntimeError, as in torch.
+
+        Example::
+
+            >>> w = dist.irecv(buf)        # from any source  # doctest: +SKIP
+            >>> w.source_rank()                               # doctest: +SKIP
+            1
+        """
+        if self._source is None:
+            raise RuntimeError("sourceRank() may only be called on work objects that correspond "
+                               f"to a recv or recv-from-any call (this one is {self.op_name})")
         self.wait()
-        return self._value
+        return self._source if isinstance(self._source, int) else self._source(self._value)
+
+    _source_rank = source_rank
 
     def synchronize(self) -> None:
         self.wait()

@@ -1119,7 +1119,9 @@ def _root_list(pg: ProcessGroup, op: str, root: int, lst: list | None, name: str
         _check_list(op, lst, pg.size(), name, tensor)
         return list(lst)
     if lst:
-        raise ValueError(f"{op}: {name} must be None or empty on ranks other than {role}")
+        kind = "destination" if role == "dst" else "source"
+        raise ValueError(f"{op}: {name} must be None or empty on non-{kind} ranks (ranks other "
+                         f"than {role})")
     return None
 
 
@@ -1316,8 +1318,8 @@ def _same_dtype_list(name: str, arg: str, tensors: Any) -> list:
                         f"List[ember.Tensor] to {name}, got {type(tensors).__name__}")
     dtypes = {t.dtype for t in tensors}
     if len(dtypes) > 1:
-        raise ValueError(f"{name}: the tensors in `{arg}` must share one dtype, got "
-                         f"{sorted(str(d) for d in dtypes)}")
+        raise ValueError(f"{name}: the tensors in `{arg}` must share one dtype, got tensors "
+                         f"with different dtypes {sorted(str(d) for d in dtypes)}")
     return list(tensors)
 
 
@@ -1467,6 +1469,11 @@ def monitored_barrier(group: ProcessGroup | None = None, timeout: timedelta | No
         pg.impl.timeout = _seconds(timeout)
     try:
         barrier(group)
+    except DistBackendError as e:
+        # the barrier's error names the ranks that did not come; say which call it was (torch
+        # says "failed to pass monitoredBarrier")
+        raise DistBackendError(f"monitored_barrier: ranks failed to pass monitoredBarrier: {e}"
+                               ) from e
     finally:
         pg.impl.timeout = old
 
@@ -1532,15 +1539,21 @@ def _p2p(kind: str, tensor: Any, peer: int | None, group: Any, tag: int, group_p
             raise ValueError("send: the destination rank is required")
         # Any source: the sender is known once the message is in; its rank is the result.
         ex = pg.p2p_executor("recv-any", -1)
-        return ex.run(name, lambda: pg.ranks[pg.impl.recv_any(tensor, int(tag))], [tensor],
-                      async_op, returns_value=True)
+        w = ex.run(name, lambda: pg.ranks[pg.impl.recv_any(tensor, int(tag))], [tensor],
+                   async_op, returns_value=True)
+        if isinstance(w, Work):
+            w._source = pg.ranks.index  # the value is the global rank; Work reports the group's
+        return w
     p = _root(pg, name, peer, group_peer)
     if p == pg.rank():
         raise ValueError(f"{name}: rank {pg.ranks[p]} cannot {name} to itself")
     ex = pg.p2p_executor(kind, p)
     fn = (lambda: pg.impl.send(tensor, p, int(tag))) if kind == "send" else (
         lambda: pg.impl.recv(tensor, p, int(tag)))
-    return ex.run(name, fn, [tensor], async_op)
+    w = ex.run(name, fn, [tensor], async_op)
+    if kind == "recv" and isinstance(w, Work):
+        w._source = p
+    return w
 
 
 def send(tensor: Any, dst: int | None = None, group: ProcessGroup | None = None, tag: int = 0,

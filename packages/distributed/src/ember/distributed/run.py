@@ -93,6 +93,11 @@ def get_args_parser() -> ArgumentParser:
         help="single-node job: localhost as master and a free port (ignores --nnodes/--node-rank)",
     )
     flag("run-id", default="none", help="job id, passed to workers as TORCHELASTIC_RUN_ID")
+    flag("role", default="default", help="the workers' role: ROLE_NAME, and the prefix of "
+         "teed output lines (default 'default')")
+    flag("local-addr", default=None, help="accepted for torchrun's flag (this node's address "
+         "for a multi-node rendezvous; the master address is used)")
+    flag("shutdown-timeout", type=int, default=30, help="accepted for torchrun's flag")
     flag(
         "no-python",
         action="store_true",
@@ -248,6 +253,7 @@ def config_from_args(args: argparse.Namespace) -> LaunchConfig:
         run_id=run_id,
         no_python=args.no_python,
         module=args.module,
+        role=args.role,
     )
 
 

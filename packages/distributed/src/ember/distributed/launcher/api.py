@@ -121,7 +121,7 @@ def _node_config(config: LaunchConfig) -> _NodeConfig:
     return _NodeConfig(nproc_per_node=config.nproc_per_node, master_addr=host,
                        master_port=port, max_restarts=config.max_restarts,
                        monitor_interval=config.monitor_interval,
-                       run_id=config.run_id or uuid.uuid4().hex[:8])
+                       run_id=config.run_id or uuid.uuid4().hex[:8], role=config.role)
 
 
 def _run_worker(fn: Callable, args: list, env: dict[str, str], conn: Any) -> None:
@@ -147,7 +147,6 @@ def _launch_function(config: LaunchConfig, fn: Callable, args: list) -> dict[int
         for local_rank in range(node.nproc_per_node):
             env = {k: v for k, v in worker_env(node, local_rank, attempt, "").items()
                    if k not in ("TORCHELASTIC_ERROR_FILE", "EMBER_ERROR_FILE")}
-            env["ROLE_NAME"] = config.role
             env = {k: v for k, v in env.items() if os.environ.get(k) != v}
             parent, child = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_run_worker, args=(fn, args, env, child), daemon=False)
@@ -214,6 +213,6 @@ def launch_agent(config: LaunchConfig, entrypoint: Callable | str | None, args: 
                         f"got {type(entrypoint).__name__}")
     node = _node_config(config)
     node.no_python = True
-    node.extra_env = {"ROLE_NAME": config.role}
+    node.role = config.role
     _launch_command(node, entrypoint, [str(a) for a in args], raise_on_failure=True)
     return dict.fromkeys(range(node.nproc_per_node))

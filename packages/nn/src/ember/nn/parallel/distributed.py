@@ -4,9 +4,12 @@ Each process holds a replica of the module and feeds it its share of the batch. 
 the parameters and buffers are broadcast from rank 0 so the replicas start equal; during
 backward the gradients are averaged over the ranks, so every replica takes the same step.
 
-Gradients are reduced in buckets: the parameters, in reverse order of registration (roughly the
-order backward produces their gradients), are packed into flat buffers of ``bucket_cap_mb`` MiB
-(the first 1 MiB, so communication starts early). A hook on each parameter (run after its
+Gradients are reduced in buckets, laid out as torch lays them out: the first iteration packs all
+parameters into one flat buffer in registration order; after it the buckets are rebuilt in the
+order backward produced the gradients, into flat buffers of ``bucket_cap_mb`` MiB (with the
+default cap the first 1 MiB, so communication starts early). With
+``find_unused_parameters=True`` (and no static graph), whose used parameters may change, the
+buckets are never rebuilt: they are sized from the start, in reverse registration order. A hook on each parameter (run after its
 gradient is accumulated) copies the gradient into its bucket; when a bucket is full its
 all-reduce is started asynchronously, and backward goes on computing the earlier layers while it
 runs. The last hook waits for all buckets and writes the averaged gradients back.
@@ -25,6 +28,7 @@ broadcasts its parameters, so every replica ends equal.
 
 from __future__ import annotations
 
+import sys
 import warnings
 import weakref
 from contextlib import contextmanager
@@ -148,6 +152,7 @@ class _Reducer:
         params: list[ember.Tensor],
         names: list[str],
         bucket_cap_bytes: int,
+        first_bucket_bytes: int | None = None,
     ) -> None:
         self.params = params
         self.names = names
@@ -159,7 +164,16 @@ class _Reducer:
         self.buckets: list[_Bucket] = []
         self.where: list[tuple[int, int]] = []  # param index -> (bucket, position in bucket)
         self.bucket_cap_bytes = bucket_cap_bytes
-        self._build_buckets(list(reversed(range(len(params)))))
+        self.first_bucket_bytes = (
+            min(_FIRST_BUCKET_BYTES, bucket_cap_bytes) if first_bucket_bytes is None
+            else first_bucket_bytes)
+        # As torch: one bucket (per dtype and device) until the rebuild in the ready order,
+        # unless no rebuild comes (find_unused_parameters without static_graph).
+        if self.static_graph or not self.find_unused:
+            initial_limits = [sys.maxsize]
+        else:
+            initial_limits = [self.first_bucket_bytes, bucket_cap_bytes]
+        self._build_buckets(list(range(len(params))), initial_limits, initial=True)
         self.iteration = 0
         # The order in which gradients became ready in the first iteration; the buckets are
         # rebuilt in that order (rank 0's) before the second one.
@@ -185,11 +199,16 @@ class _Reducer:
             self.handles.append(p.register_post_accumulate_grad_hook(hook))
 
     # ---- buckets ---------------------------------------------------------------------------
-    def _build_buckets(self, order: list[int]) -> None:
-        """Parameters in ``order`` (expected order of their gradients), grouped per dtype and
-        device into buckets of at most ``bucket_cap_bytes`` (the first of each kind at most 1 MiB)."""
-        cap = self.bucket_cap_bytes
-        limits = [min(_FIRST_BUCKET_BYTES, cap), cap]
+    def _build_buckets(self, order: list[int], limits: list[int] | None = None,
+                       initial: bool = False) -> None:
+        """Parameters in ``order`` grouped per dtype and device into buckets of at most
+        ``limits[0]`` bytes for the first of each kind, ``limits[1]`` for the others (default:
+        first_bucket_bytes, bucket_cap_bytes). As torch's: the initial buckets are sized over the
+        parameters in registration order and then reversed (bucket 0 holds the last ones, each
+        bucket its parameters in registration order); a rebuild takes ``order`` as the order the
+        gradients became ready, bucket 0 first."""
+        if limits is None:
+            limits = [self.first_bucket_bytes, self.bucket_cap_bytes]
         rank_of = {i: k for k, i in enumerate(order)}
         open_: dict[tuple, tuple[list[int], int, int]] = {}  # kind -> (indices, bytes, #closed)
         done: list[list[int]] = []
@@ -199,13 +218,15 @@ class _Reducer:
             idx, size, closed = open_.get(kind, ([], 0, 0))
             idx.append(i)
             size += p.numel() * p.element_size()
-            if size >= limits[min(closed, 1)]:
+            if size >= limits[min(closed, len(limits) - 1)]:
                 done.append(idx)
                 idx, size, closed = [], 0, closed + 1
             open_[kind] = (idx, size, closed)
         done.extend(idx for idx, _, _ in open_.values() if idx)
         # Bucket 0 holds the parameters whose gradients come first.
         done.sort(key=lambda idx: rank_of[idx[0]])
+        if initial:
+            done.reverse()
         self.buckets = [
             _Bucket(b, idx, [self.params[i] for i in idx]) for b, idx in enumerate(done)
         ]
@@ -286,12 +307,20 @@ class _Reducer:
         self.expect_hooks = False
         self._reset_iteration()
 
+    def _should_rebuild(self) -> bool:
+        """Whether the buckets are rebuilt in the ready order before this iteration: as in
+        torch, once, after the first iteration (the second with static_graph), and never with
+        find_unused_parameters (whose used parameters may change) unless the graph is static."""
+        if self.rebuilt or (self.find_unused and not self.static_graph):
+            return False
+        return self.iteration > (1 if self.static_graph else 0)
+
     def prepare_for_backward(self, outputs: Any) -> None:
         """Called at the end of a forward whose backward should reduce the gradients."""
-        if self.iteration > 0 and not self.rebuilt:
+        if self._should_rebuild():
             self._rebuild_buckets()
-        elif self.iteration == 0:
-            self.ready_order = []
+        elif not self.rebuilt:
+            self.ready_order = []  # the order of the last iteration before the rebuild counts
         self._reset_iteration()
         self.expect_hooks = True
         if self.static_graph and self.static_unused is not None:
@@ -378,7 +407,7 @@ class _Reducer:
         from ember.distributed.algorithms._comm_types import GradBucket
 
         dist = _dist()
-        if self.iteration > 0 and not self.rebuilt:
+        if self._should_rebuild():
             self._rebuild_buckets()
         futures = []
         for b in self.buckets:
@@ -530,7 +559,7 @@ class DistributedDataParallel(Module):
         broadcast_buffers: bool | None = None,
         init_sync: bool = True,
         process_group: Any = None,
-        bucket_cap_mb: float | None = 25,
+        bucket_cap_mb: float | None = None,
         find_unused_parameters: bool = False,
         check_reduction: bool = False,
         gradient_as_bucket_view: bool = False,
@@ -593,6 +622,7 @@ class DistributedDataParallel(Module):
             # the default group itself, as torch keeps it (Join compares the joinables' groups)
             group = getattr(dist, "group", None)
             process_group = getattr(group, "WORLD", None)
+        default_cap = bucket_cap_mb is None
         if bucket_cap_mb is None:
             bucket_cap_mb = 25
         if not bucket_cap_mb > 0:
@@ -653,8 +683,11 @@ class DistributedDataParallel(Module):
         if init_sync:  # else the user promises the replicas start equal
             self._verify_same_model_on_all_ranks()
             self._sync_module_states(init_sync_buffers)
+        # torch's small first bucket (for the gradients ready first) only with the default cap
+        first_cap = min(_FIRST_BUCKET_BYTES, self.bucket_bytes_cap) if default_cap else (
+            self.bucket_bytes_cap)
         self.reducer = _Reducer(
-            self, [p for _, p in named], [n for n, _ in named], self.bucket_bytes_cap
+            self, [p for _, p in named], [n for n, _ in named], self.bucket_bytes_cap, first_cap
         )
 
     @property
