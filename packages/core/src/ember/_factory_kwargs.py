@@ -45,6 +45,15 @@ def sparse_result(name: str, fn: Callable[..., Any], layout: Any, args: tuple,
     return out.requires_grad_(True) if requires_grad else out
 
 
+def like_of_sparse(name: str, args: tuple) -> bool:
+    """A ``*_like`` of a sparse tensor: those handle ``layout=`` themselves (a layout change
+    included)."""
+    from ember._toplevel import strided
+
+    layout = getattr(args[0], "layout", strided) if args else strided
+    return name.endswith("_like") and layout is not strided and layout is not None
+
+
 def with_layout(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     """``fn`` (a factory or a ``Tensor.new_*`` method) also taking ``layout=`` and
     ``pin_memory=False``."""

@@ -661,8 +661,10 @@ _PIN_FACTORIES = ("empty", "zeros", "ones", "full", "rand", "randn", "randint", 
 def _pinnable(fn: Any, name: str) -> Any:
     def factory(*args: Any, **kwargs: Any) -> Any:
         if "layout" in kwargs:  # layout=: ember.strided (the default) or a sparse one
-            from ember._factory_kwargs import sparse_result, take_layout
+            from ember._factory_kwargs import like_of_sparse, sparse_result, take_layout
 
+            if like_of_sparse(name, args):
+                return fn(*args, **kwargs)
             sparse = take_layout(name, kwargs)
             if sparse is not None:
                 return sparse_result(name, factory, sparse, args, kwargs)
