@@ -1,0 +1,296 @@
+"""Hostile input, round 12 (core part): file objects that write or read in pieces, files opened
+for appending, a state_dict's ``_metadata`` in ember's own format, NaN quantile levels and
+``hypot`` of complex tensors.
+
+``ember.save(obj, f)`` to a raw file object (``open(p, "wb", buffering=0)``, a socket or pipe
+wrapper: an ``io.RawIOBase``) took each ``f.write(data)`` as complete, whatever count it
+returned; a raw file may take only part of a buffer, so the checkpoint came out truncated
+without an error (torch.save does the same). The rest of the buffer is now written again; a
+write that takes nothing (0, or None from a raw file that would block) is an OSError naming the
+file and how far it got. A file-like object whose write() returns nothing at all (not a raw
+file) is still taken as having written everything. Reading had the mirror problem: a raw file
+that returned fewer bytes than asked was reported as a truncated checkpoint (a good file called
+corrupt); the reader now asks again until the file really ends.
+
+``ember.save`` to a file opened with ``"ab"`` (or an O_APPEND descriptor) wrote a file nothing
+could load, silently: both formats seek back to fill in a header, and in append mode that write
+lands after the data instead. Such a file is now written in one sequential pass (as torch.save's
+writer does), so appending a checkpoint to a log-like file works.
+
+ember's own format dropped the attributes of an ``OrderedDict``; a ``Module.state_dict()`` keeps
+the modules' ``_version`` in its ``_metadata`` attribute, which ``_load_from_state_dict`` reads
+to migrate old checkpoints. After ``ember.save`` / ``ember.load`` every module looked like a
+version-less (oldest) one, so a module that migrates (transposes, renames) old checkpoints
+migrated a current one too: a silent wrong number. The attributes are now saved and restored.
+
+``ember.quantile`` / ``nanquantile`` with ``q=nan`` (or a q tensor holding NaN) returned NaN:
+the range check ``q < 0 or q > 1`` is false for NaN. It is now refused like any q outside
+[0, 1], as torch refuses it, and the message names the bad value.
+
+``ember.hypot`` of complex tensors returned ``sqrt(a*a + b*b)`` with complex arithmetic, which
+is no length (``hypot(1j, 1) == 0``); torch has no complex hypot. It is now a
+NotImplementedError saying to take the magnitudes first.
+
+The rest of round 12: packages/nn/tests/test_nn_hostile_round12.py.
+"""
+
+import collections
+import io
+import math
+import os
+
+import ember as E
+import pytest
+
+# ---- file objects that take or give fewer bytes than asked ---------------------------------------
+
+
+class _ShortWriter(io.RawIOBase):
+    """A raw file that takes at most a third of each buffer (a pipe or socket under pressure)."""
+
+    def __init__(self, seekable: bool) -> None:
+        self.buf = io.BytesIO()
+        self._seekable = seekable
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return self._seekable
+
+    def seek(self, *args):
+        return self.buf.seek(*args)
+
+    def tell(self) -> int:
+        return self.buf.tell()
+
+    def write(self, b) -> int:
+        b = bytes(b)
+        n = max(1, len(b) // 3) if b else 0
+        self.buf.write(b[:n])
+        return n
+
+
+class _ShortReader(io.RawIOBase):
+    """A seekable raw file that returns at most a third of what each read asks for."""
+
+    def __init__(self, data: bytes) -> None:
+        self.buf = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, *args):
+        return self.buf.seek(*args)
+
+    def tell(self) -> int:
+        return self.buf.tell()
+
+    def readinto(self, m) -> int:
+        d = self.buf.read(max(1, len(m) // 3) if len(m) else 0)
+        m[: len(d)] = d
+        return len(d)
+
+
+def _load_any(fmt, f):
+    return E.load_safetensors(f) if fmt == "safetensors" else E.load(f)
+
+
+@pytest.mark.parametrize("fmt", ["ember", "torch", "safetensors"])
+@pytest.mark.parametrize("seekable", [False, True])
+def test_a_raw_file_taking_part_of_each_write_gets_the_whole_checkpoint(fmt, seekable):
+    f = _ShortWriter(seekable)
+    E.save({"w": E.arange(300.0)}, f, format=fmt)  # was truncated to a third, silently
+    got = _load_any(fmt, io.BytesIO(f.buf.getvalue()))
+    assert got["w"].sum().item() == 44850.0
+
+
+@pytest.mark.parametrize("fmt", ["ember", "torch", "safetensors"])
+def test_a_raw_file_that_takes_nothing_is_an_os_error(fmt):
+    class Zero(io.RawIOBase):
+        def writable(self):
+            return True
+
+        def write(self, b):
+            return 0
+
+    class WouldBlock(Zero):
+        def write(self, b):
+            return None
+
+    with pytest.raises(OSError, match=r"ember.save: writing to <Zero> stopped after 0 of the "
+                                      r"\d+ bytes of a write: its write\(\) returned 0"):
+        E.save({"w": E.arange(3.0)}, Zero(), format=fmt)
+    with pytest.raises(OSError, match=r"returned None \(it would block\); what it holds is an "
+                                      r"incomplete checkpoint"):
+        E.save({"w": E.arange(3.0)}, WouldBlock(), format=fmt)
+
+
+def test_a_file_like_object_whose_write_returns_nothing_still_gets_everything():
+    class Parts:  # not a raw file: its None is "no count", not "would block"
+        def __init__(self):
+            self.parts = []
+
+        def write(self, b):
+            self.parts.append(bytes(b))
+
+    p = Parts()
+    E.save({"w": E.arange(4.0)}, p)
+    assert E.load(io.BytesIO(b"".join(p.parts)))["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("fmt", ["ember", "torch", "safetensors"])
+def test_a_raw_file_returning_short_reads_still_loads(fmt):
+    buf = io.BytesIO()
+    E.save({"w": E.arange(300.0)}, buf, format=fmt)
+    # was "truncated file: could read only 10 of the 32 bytes of the prelude"
+    assert _load_any(fmt, _ShortReader(buf.getvalue()))["w"].sum().item() == 44850.0
+
+
+def test_a_really_truncated_file_is_still_a_checkpoint_error():
+    buf = io.BytesIO()
+    E.save({"w": E.arange(300.0)}, buf)
+    with pytest.raises(E.serialization.CheckpointError, match="truncated"):
+        E.load(_ShortReader(buf.getvalue()[:-10]))
+
+
+# ---- files opened for appending ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["ember", "torch"])
+def test_save_to_a_file_opened_for_appending_loads(tmp_path, fmt):
+    path = os.path.join(tmp_path, "log.bin")
+    with open(path, "wb") as f:
+        f.write(b"HEADER")
+    with open(path, "ab") as f:
+        E.save({"w": E.arange(4.0)}, f, format=fmt)  # the header landed after the data
+    with open(path, "rb") as f:
+        assert f.read(6) == b"HEADER"
+        assert E.load(f)["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_save_to_an_o_append_descriptor_loads(tmp_path):
+    path = os.path.join(tmp_path, "a.pt")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    with os.fdopen(fd, "wb") as f:  # its mode says "wb"; the descriptor appends
+        E.save({"w": E.arange(4.0)}, f)
+    assert E.load(path)["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_torch_saves_to_a_file_opened_for_appending_too(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = os.path.join(tmp_path, "t.pt")
+    with open(path, "ab") as f:
+        torch.save({"w": torch.arange(4.0)}, f)
+    assert torch.load(path)["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    # and ember reads what ember appended in torch's format
+    path2 = os.path.join(tmp_path, "e.pt")
+    with open(path2, "ab") as f:
+        E.save({"w": E.arange(4.0)}, f, format="torch")
+    assert torch.load(path2)["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+# ---- an OrderedDict's attributes (a state_dict's _metadata) --------------------------------------
+
+
+def test_ordered_dict_attributes_survive_ember_format():
+    od = collections.OrderedDict(a=E.ones(1))
+    od._metadata = collections.OrderedDict([("", {"version": 2}), ("sub", {"version": 5})])
+    od.note = "x"
+    buf = io.BytesIO()
+    E.save({"sd": od, "plain": collections.OrderedDict(b=1)}, buf)
+    got = E.load(io.BytesIO(buf.getvalue()))
+    assert got["sd"]._metadata == {"": {"version": 2}, "sub": {"version": 5}}
+    assert got["sd"].note == "x" and list(got["sd"]) == ["a"]
+    assert not vars(got["plain"])  # an OrderedDict without attributes gets none
+
+
+def test_a_module_that_migrates_old_checkpoints_leaves_a_current_one_alone():
+    class M(E.nn.Module):
+        _version = 2
+
+        def __init__(self):
+            super().__init__()
+            self.w = E.nn.Parameter(E.tensor([[1.0, 2.0], [3.0, 4.0]]))
+
+        def _load_from_state_dict(self, sd, prefix, meta, *args):
+            if meta.get("version") is None or meta["version"] < 2:  # version 1 stored w.t()
+                sd[prefix + "w"] = sd[prefix + "w"].t()
+            super()._load_from_state_dict(sd, prefix, meta, *args)
+
+    buf = io.BytesIO()
+    E.save(M().state_dict(), buf)
+    m = M()
+    with E.no_grad():
+        m.w.zero_()
+    m.load_state_dict(E.load(io.BytesIO(buf.getvalue())))
+    assert m.w.tolist() == [[1.0, 2.0], [3.0, 4.0]]  # was [[1, 3], [2, 4]]: migrated again
+
+
+def test_an_attribute_named_class_cannot_change_the_loaded_type():
+    od = collections.OrderedDict(a=1)
+    vars(od)["__class__"] = "dict"  # lands in __dict__ only, on saving and on loading
+    buf = io.BytesIO()
+    E.save(od, buf)
+    got = E.load(io.BytesIO(buf.getvalue()))
+    assert type(got) is collections.OrderedDict and vars(got)["__class__"] == "dict"
+    assert got == {"a": 1}
+
+
+def test_an_attribute_name_that_is_not_a_str_is_refused_at_save():
+    od = collections.OrderedDict(a=1)
+    vars(od)[3] = "x"
+    with pytest.raises(TypeError, match=r"ember.save: the OrderedDict at obj has an attribute "
+                                        r"named 3, not a str"):
+        E.save(od, io.BytesIO())
+
+
+# ---- quantile with NaN levels --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fn", ["quantile", "nanquantile"])
+def test_a_nan_quantile_level_is_refused(fn):
+    x = E.tensor([1.0, 2.0, 3.0])
+    with pytest.raises(RuntimeError, match=rf"{fn}\(\) q must be in the range \[0, 1\] but got "
+                                           r"nan"):
+        getattr(E, fn)(x, float("nan"))  # was a silent nan
+    with pytest.raises(RuntimeError, match=rf"{fn}\(\) q values must be in the range \[0, 1\], "
+                                           r"got nan"):
+        getattr(E, fn)(x, E.tensor([0.5, float("nan")]))
+    with pytest.raises(RuntimeError, match=r"but got 1.5"):
+        getattr(E, fn)(x, 1.5)
+    # levels inside still work
+    assert getattr(E, fn)(x, E.tensor([0.0, 0.25, 1.0])).tolist() == [1.0, 1.5, 3.0]
+
+
+def test_torch_refuses_a_nan_quantile_level_too():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match="q must be in the range"):
+        torch.quantile(torch.tensor([1.0, 2.0]), float("nan"))
+    with pytest.raises(RuntimeError, match="q values must be in the range"):
+        torch.quantile(torch.tensor([1.0, 2.0]), torch.tensor([float("nan")]))
+
+
+# ---- hypot of complex tensors --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("a, b", [(1j, 1.0), (1.0, 1j), (1j, 1j)])
+def test_hypot_of_complex_tensors_is_refused(a, b):
+    with pytest.raises(NotImplementedError, match=r"hypot: not implemented for complex tensors "
+                                                  r"\(got ember\.\w+ and ember\.\w+\); take "
+                                                  r"the legs' magnitudes with .abs\(\) first"):
+        E.hypot(E.tensor([a]), E.tensor([b]))  # hypot(1j, 1) was 0
+    with pytest.raises(NotImplementedError, match="hypot"):
+        E.tensor([a]).hypot_(E.tensor([b]) if isinstance(b, complex) else E.tensor([a]))
+    # the magnitudes give the length
+    r = E.hypot(E.tensor([a]).abs(), E.tensor([b]).abs())
+    assert r.item() == pytest.approx(math.sqrt(2))
+
+
+def test_torch_has_no_complex_hypot():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(NotImplementedError):
+        torch.hypot(torch.tensor([1j]), torch.tensor([1.0 + 0j]))
