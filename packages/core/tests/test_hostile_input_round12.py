@@ -31,6 +31,21 @@ the range check ``q < 0 or q > 1`` is false for NaN. It is now refused like any 
 is no length (``hypot(1j, 1) == 0``); torch has no complex hypot. It is now a
 NotImplementedError saying to take the magnitudes first.
 
+``x.index_copy_(0, i, x[:2])``, ``x.scatter_(0, i, x[:2])``, ``index_add_``, ``scatter_add_``,
+``scatter_reduce_`` and ``masked_scatter_`` with a source (or index) that is a view of ``x``
+itself read rows they had already overwritten: ``arange(6).index_copy_(0, [1, 2], x[:2])`` gave
+``[0, 0, 0, ...]`` instead of ``[0, 0, 1, ...]``, silently. torch refuses most of them ("some
+elements of the input tensor and the written-to tensor refer to a single memory location") and
+gets ``masked_scatter_`` and ``index_copy_`` along dim 1 wrong the same way; ember now reads
+such an input from a copy, as its ``index_put_`` already did, and gives the true result.
+
+``ember.tensor([a, b])`` of one-element tensors of shape (1,) gave shape (2, 1); torch takes a
+one-element tensor inside a list as a number and gives (2,) (``torch.tensor([model(x) for x in
+xs])``), so the extra dim broadcast silently against a (2,) target later. One-element tensors
+are numbers now; larger tensors are still rows (which torch refuses). NumPy arrays inside a list
+(``[np.array([1.0]), np.array([2.0])]``) were a TypeError; they are rows of their dtype now, as
+in torch.
+
 The rest of round 12: packages/nn/tests/test_nn_hostile_round12.py.
 """
 
@@ -294,3 +309,103 @@ def test_torch_has_no_complex_hypot():
     torch = pytest.importorskip("torch")
     with pytest.raises(NotImplementedError):
         torch.hypot(torch.tensor([1j]), torch.tensor([1.0 + 0j]))
+
+
+# ---- in-place index ops whose source is a view of self -------------------------------------------
+
+
+_ALIASED = {  # op on x = arange(6.): the result with the source read before any write
+    "index_copy_": (lambda x: x.index_copy_(0, E.tensor([1, 2]), x[:2]), [0, 0, 1, 3, 4, 5]),
+    "index_copy_ reversed": (lambda x: x.index_copy_(0, E.tensor([2, 1]), x[1:3]),
+                             [0, 2, 1, 3, 4, 5]),
+    "scatter_": (lambda x: x.scatter_(0, E.tensor([2, 1]), x[1:3]), [0, 2, 1, 3, 4, 5]),
+    "index_add_": (lambda x: x.index_add_(0, E.tensor([2, 1]), x[1:3]), [0, 3, 3, 3, 4, 5]),
+    "scatter_add_": (lambda x: x.scatter_add_(0, E.tensor([2, 1]), x[1:3]), [0, 3, 3, 3, 4, 5]),
+    "scatter_reduce_": (lambda x: x.scatter_reduce_(0, E.tensor([2, 1]), x[1:3], "amax"),
+                        [0, 2, 2, 3, 4, 5]),
+    "masked_scatter_": (lambda x: x.masked_scatter_(E.tensor([0, 1, 1, 0, 0, 0]).bool(), x[:2]),
+                        [0, 0, 1, 3, 4, 5]),
+    "put_": (lambda x: x.put_(E.tensor([2, 1]), x[1:3]), [0, 2, 1, 3, 4, 5]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ALIASED))
+def test_an_in_place_index_op_reads_a_source_aliasing_self_before_writing(name):
+    f, want = _ALIASED[name]
+    x = E.arange(6.0)
+    assert f(x) is x
+    assert x.tolist() == [float(v) for v in want]
+
+
+def test_rows_and_columns_aliasing_self():
+    x = E.arange(6.0).reshape(3, 2)
+    x.index_copy_(0, E.tensor([1, 2]), x[:2])  # was [[0, 1], [0, 1], [0, 1]]
+    assert x.tolist() == [[0.0, 1.0], [0.0, 1.0], [2.0, 3.0]]
+    y = E.arange(6.0).reshape(2, 3)
+    y.index_copy_(1, E.tensor([1, 2]), y[:, :2])  # (torch gives [[0, 0, 0], [3, 3, 3]])
+    assert y.tolist() == [[0.0, 0.0, 1.0], [3.0, 3.0, 4.0]]
+
+
+def test_an_index_aliasing_self_is_read_before_writing():
+    x = E.tensor([2, 0, 1, 5])
+    x.scatter_(0, x[:3], E.tensor([7, 8, 9]))  # index [2, 0, 1] read once, before the writes
+    assert x.tolist() == [8, 9, 7, 5]
+
+
+def test_a_gradient_still_flows_through_an_aliased_index_copy():
+    w = E.arange(4.0, dtype=E.float64, requires_grad=True)
+    x = w * 1.0
+    x.index_copy_(0, E.tensor([1, 2]), x[:2] * 3)
+    x.sum().backward()
+    # x = [w0, 3 w0, 3 w1, w3]: d/dw = [4, 3, 0, 1]
+    assert w.grad.tolist() == [4.0, 3.0, 0.0, 1.0]
+
+
+def test_torch_refuses_most_of_them():
+    torch = pytest.importorskip("torch")
+    x = torch.arange(6.0)
+    with pytest.raises(RuntimeError, match="refer to a single memory location"):
+        x.index_copy_(0, torch.tensor([1, 2]), x[:2])
+    with pytest.raises(RuntimeError, match="refer to a single memory location"):
+        x.scatter_(0, torch.tensor([2, 1]), x[1:3])
+
+
+# ---- tensor() of lists holding one-element tensors and NumPy arrays ------------------------------
+
+
+def test_one_element_tensors_in_a_list_are_numbers():
+    assert E.tensor([E.tensor([1.0]), E.tensor([2.0])]).shape == (2,)  # was (2, 1)
+    assert E.tensor([E.tensor([[1.0]]), E.tensor(2.0)]).tolist() == [1.0, 2.0]
+    assert E.tensor([1.0, E.tensor([2.0])]).tolist() == [1.0, 2.0]
+    r = E.tensor([E.tensor([1], dtype=E.int8), E.tensor([2], dtype=E.int8)])
+    assert r.shape == (2,) and r.dtype == E.int8
+    # a (1,) tensor where the first row says a row of one element is wanted stays a row
+    assert E.tensor([[1.0], E.tensor([2.0])]).tolist() == [[1.0], [2.0]]
+    # larger tensors are rows (torch refuses them)
+    assert E.tensor([E.tensor([1.0, 2.0]), E.tensor([3.0, 4.0])]).tolist() == [[1.0, 2.0],
+                                                                               [3.0, 4.0]]
+    with pytest.raises(ValueError, match=r"expected a tensor of shape \(2,\) at dim 1"):
+        E.tensor([E.tensor([1.0, 2.0]), E.tensor([3.0])])
+
+
+def test_numpy_arrays_in_a_list_are_rows_of_their_dtype():
+    np = pytest.importorskip("numpy")
+    r = E.tensor([np.array([1], dtype=np.int8), np.array([2], dtype=np.int8)])
+    assert r.shape == (2, 1) and r.dtype == E.int8 and r.tolist() == [[1], [2]]
+    r = E.tensor([np.array([[1.0, 2.0]]), np.array([[3.0, 4.0]])])
+    assert r.shape == (2, 1, 2) and r.dtype == E.float64
+    assert E.tensor([np.array(1.5), 2]).tolist() == [1.5, 2.0]
+    with pytest.raises(ValueError, match="expected sequence of length 2 at dim 1"):
+        E.tensor([np.array([1, 2]), np.array([3])])
+
+
+@pytest.mark.filterwarnings("ignore:Creating a tensor from a list of numpy")
+def test_torch_builds_the_same_shapes():
+    torch = pytest.importorskip("torch")
+    np = pytest.importorskip("numpy")
+    for data in ([[1.0], [2.0]], [[[1.0]], [[2.0]]], [[1.0], 2.0]):
+        e = E.tensor([E.tensor(v) if isinstance(v, list) else v for v in data])
+        t = torch.tensor([torch.tensor(v) if isinstance(v, list) else v for v in data])
+        assert tuple(e.shape) == tuple(t.shape) and e.tolist() == t.tolist()
+    arrs = [np.array([1], dtype=np.int8), np.array([2], dtype=np.int8)]
+    assert E.tensor(arrs).tolist() == torch.tensor(arrs).tolist()

@@ -12,6 +12,10 @@ range, as torch's.
 height and width) "must be divisible by upscale_factor^2 = 4" for a factor of -2, which they
 were; the message now says the factor must be positive, as torch's does.
 
+``prune.l1_unstructured(..., amount=nan)`` failed with "cannot convert float NaN to integer"
+(torch's message too), naming neither the argument nor what it must be; it is now the same
+ValueError as for an amount outside [0, 1].
+
 The rest of round 12: packages/core/tests/test_hostile_input_round12.py.
 """
 
@@ -102,3 +106,17 @@ def test_torch_refuses_the_same_factors():
         torch.nn.functional.pixel_shuffle(torch.ones(1, 4, 2, 2), -2)
     with pytest.raises(RuntimeError, match="positive downscale_factor"):
         torch.nn.functional.pixel_unshuffle(torch.ones(1, 4, 2, 2), 0)
+
+
+# ---- prune's amount ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("amount", [float("nan"), 1.5, -0.5])
+def test_a_prune_amount_outside_the_unit_interval_is_named(amount):
+    m = E.nn.Linear(2, 2)
+    with pytest.raises(ValueError, match=rf"amount={amount} should either be a float in the "
+                                         r"range \[0, 1\] or a non-negative integer"):
+        E.nn.utils.prune.l1_unstructured(m, "weight", amount=amount)
+    assert not hasattr(m, "weight_mask")  # nothing half-applied
+    E.nn.utils.prune.l1_unstructured(m, "weight", amount=0.5)
+    assert int(m.weight_mask.sum()) == 2
