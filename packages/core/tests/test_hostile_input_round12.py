@@ -39,6 +39,13 @@ elements of the input tensor and the written-to tensor refer to a single memory 
 gets ``masked_scatter_`` and ``index_copy_`` along dim 1 wrong the same way; ember now reads
 such an input from a copy, as its ``index_put_`` already did, and gives the true result.
 
+The same held for element-wise in-place ops reading a broadcast or strided view of their own
+output: ``x.sub_(x[:, :1])`` (subtract each row's first column) gave wrong rows for a (3, 70000)
+``x`` once the kernel split the rows into chunks, and ``x.mul_(x.diagonal())`` read diagonal
+entries it had already scaled; torch gives wrong numbers for both too. Such an input is now read
+from a copy (dense partial overlaps, ``x[1:].add_(x[:-1])``, are still refused as in torch).
+The CUDA kernels of the index ops take the same copies (there the reads raced with the writes).
+
 ``ember.tensor([a, b])`` of one-element tensors of shape (1,) gave shape (2, 1); torch takes a
 one-element tensor inside a list as a number and gives (2,) (``torch.tensor([model(x) for x in
 xs])``), so the extra dim broadcast silently against a (2,) target later. One-element tensors
@@ -409,3 +416,46 @@ def test_torch_builds_the_same_shapes():
         assert tuple(e.shape) == tuple(t.shape) and e.tolist() == t.tolist()
     arrs = [np.array([1], dtype=np.int8), np.array([2], dtype=np.int8)]
     assert E.tensor(arrs).tolist() == torch.tensor(arrs).tolist()
+
+
+# ---- element-wise in-place ops reading a broadcast or strided view of self -----------------------
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (3, 70000)])
+def test_subtracting_the_first_column_in_place_gives_every_row_right(shape):
+    x = E.arange(float(shape[0] * shape[1])).reshape(*shape) + 1
+    x.sub_(x[:, :1])  # wrong from (3, 70000) on: the column was read after it was zeroed
+    assert x[:, 0].tolist() == [0.0] * shape[0]
+    assert x[:, -1].tolist() == [float(shape[1] - 1)] * shape[0]
+    y = E.arange(float(shape[0] * shape[1])).reshape(*shape) + 1
+    E.div(y, y[:, -1:], out=y)
+    assert y[:, -1].tolist() == [1.0] * shape[0]
+
+
+def test_scaling_by_the_own_diagonal_in_place():
+    x = E.arange(1.0, 10.0).reshape(3, 3)
+    x.mul_(x.diagonal().unsqueeze(0))  # x[2, 1] was 8 * 25 (the scaled diagonal entry)
+    assert x.tolist() == [[1.0, 10.0, 27.0], [4.0, 25.0, 54.0], [7.0, 40.0, 81.0]]
+    z = E.arange(1.0, 10.0).reshape(3, 3)
+    z.t().add_(z.diagonal())  # a transposed output and its own diagonal
+    assert z.tolist() == [[2.0, 3.0, 4.0], [9.0, 10.0, 11.0], [16.0, 17.0, 18.0]]
+
+
+def test_same_elements_and_disjoint_views_need_no_copy_and_dense_overlaps_are_refused():
+    x = E.arange(6.0)
+    x.mul_(x)
+    assert x.tolist() == [0.0, 1.0, 4.0, 9.0, 16.0, 25.0]
+    y = E.arange(6.0)
+    y[:3].add_(y[3:])  # the same storage, disjoint elements
+    assert y.tolist() == [3.0, 5.0, 7.0, 3.0, 4.0, 5.0]
+    with pytest.raises(RuntimeError, match="add: unsupported operation: some elements of the "
+                                           "input tensor and the written-to tensor refer to a "
+                                           "single memory location"):
+        y[1:].add_(y[:-1])
+
+
+def test_torch_gets_the_diagonal_scaling_wrong():
+    torch = pytest.importorskip("torch")
+    x = torch.arange(1.0, 10.0).reshape(3, 3)
+    x.mul_(x.diagonal().unsqueeze(0))
+    assert x[2, 1].item() == 200.0  # (the true value is 40: ember's)
