@@ -46,6 +46,10 @@ entries it had already scaled; torch gives wrong numbers for both too. Such an i
 from a copy (dense partial overlaps, ``x[1:].add_(x[:-1])``, are still refused as in torch).
 The CUDA kernels of the index ops take the same copies (there the reads raced with the writes).
 
+``ember.cat([x[:2], x[:2]], out=x[2:6])`` was refused as sharing memory with an input because
+the tensors share a storage, although no byte of the output is read (torch writes it); only
+inputs whose elements meet the output's are refused now (``stack([x[0], x[1]], out=x[1:3])``).
+
 ``ember.tensor([a, b])`` of one-element tensors of shape (1,) gave shape (2, 1); torch takes a
 one-element tensor inside a list as a number and gives (2,) (``torch.tensor([model(x) for x in
 xs])``), so the extra dim broadcast silently against a (2,) target later. One-element tensors
@@ -459,3 +463,33 @@ def test_torch_gets_the_diagonal_scaling_wrong():
     x = torch.arange(1.0, 10.0).reshape(3, 3)
     x.mul_(x.diagonal().unsqueeze(0))
     assert x[2, 1].item() == 200.0  # (the true value is 40: ember's)
+
+
+# ---- cat's out= in the same storage as its inputs ------------------------------------------------
+
+
+def test_cat_into_another_part_of_the_inputs_storage():
+    x = E.arange(6.0)
+    E.cat([x[:2], x[:2]], out=x[2:6])  # was refused: the same storage, no shared element
+    assert x.tolist() == [0.0, 1.0, 0.0, 1.0, 0.0, 1.0]
+    y = E.arange(6.0).reshape(3, 2)
+    E.stack([y[0], y[0]], out=y[1:3])
+    assert y.tolist() == [[0.0, 1.0], [0.0, 1.0], [0.0, 1.0]]
+
+
+def test_cat_into_elements_it_reads_is_still_refused():
+    y = E.arange(6.0).reshape(3, 2)
+    with pytest.raises(RuntimeError, match=r"cat\(\): unsupported operation: some elements of "
+                                           r"the input tensor and the written-to tensor"):
+        E.stack([y[0], y[1]], out=y[1:3])
+    assert y.tolist() == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
+    z = E.arange(6.0)
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        E.cat([z[:2], z[:2]], out=z[2:4])  # another shape: resizing would move the storage
+
+
+def test_torch_writes_cat_into_the_same_storage_too():
+    torch = pytest.importorskip("torch")
+    x = torch.arange(6.0)
+    torch.cat([x[:2], x[:2]], out=x[2:6])
+    assert x.tolist() == [0.0, 1.0, 0.0, 1.0, 0.0, 1.0]
