@@ -50,6 +50,13 @@ The CUDA kernels of the index ops take the same copies (there the reads raced wi
 the tensors share a storage, although no byte of the output is read (torch writes it); only
 inputs whose elements meet the output's are refused now (``stack([x[0], x[1]], out=x[1:3])``).
 
+``ember.amp.GradScaler("cpu", init_scale=0)`` (or NaN, or a negative scale, or
+``growth_factor=inf``) was taken, and so was such a scale from ``load_state_dict``: every
+scaled gradient was then 0 / inf / NaN, every ``scaler.step`` was skipped as an overflow and the
+model never trained, without an error (torch takes them too). They are now a ValueError naming
+the setting; ``load_state_dict`` checks every entry before applying any (a missing key left the
+scale already replaced).
+
 ``ember.tensor([a, b])`` of one-element tensors of shape (1,) gave shape (2, 1); torch takes a
 one-element tensor inside a list as a number and gives (2,) (``torch.tensor([model(x) for x in
 xs])``), so the extra dim broadcast silently against a (2,) target later. One-element tensors
@@ -493,3 +500,47 @@ def test_torch_writes_cat_into_the_same_storage_too():
     x = torch.arange(6.0)
     torch.cat([x[:2], x[:2]], out=x[2:6])
     assert x.tolist() == [0.0, 1.0, 0.0, 1.0, 0.0, 1.0]
+
+
+# ---- GradScaler settings -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kw, what", [
+    ({"init_scale": 0.0}, r"the scale must be a positive finite number, got 0.0"),
+    ({"init_scale": float("nan")}, r"the scale must be a positive finite number, got nan"),
+    ({"init_scale": -8.0}, r"the scale must be a positive finite number, got -8.0"),
+    ({"growth_factor": float("inf")}, r"growth_factor must be a finite number > 1, got inf"),
+    ({"growth_factor": float("nan")}, r"growth_factor must be a finite number > 1, got nan"),
+    ({"backoff_factor": float("nan")}, r"backoff_factor must be in \(0, 1\), got nan"),
+])
+def test_grad_scaler_settings_that_would_skip_every_step_are_refused(kw, what):
+    with pytest.raises(ValueError, match=rf"GradScaler: {what}"):
+        E.amp.GradScaler("cpu", **kw)
+
+
+def test_grad_scaler_load_state_dict_checks_everything_before_applying():
+    sc = E.amp.GradScaler("cpu", init_scale=8.0)
+    good = sc.state_dict()
+    for bad, what in [({"scale": 0.0}, "the scale must be a positive finite number"),
+                      ({"scale": float("inf")}, "the scale must be a positive finite number"),
+                      ({"_growth_tracker": -1}, "_growth_tracker must be an int >= 0")]:
+        with pytest.raises(ValueError, match=f"GradScaler.load_state_dict: {what}"):
+            sc.load_state_dict({**good, **bad})
+        assert sc.get_scale() == 8.0
+    partial = {k: v for k, v in good.items() if k != "backoff_factor"}
+    with pytest.raises(KeyError, match=r"lacks \['backoff_factor'\]"):
+        sc.load_state_dict({**partial, "scale": 64.0})
+    assert sc.get_scale() == 8.0  # was 64 with the KeyError
+    sc.load_state_dict({**good, "scale": 32.0})
+    assert sc.get_scale() == 32.0
+
+
+def test_a_valid_grad_scaler_still_scales_and_steps():
+    sc = E.amp.GradScaler("cpu", init_scale=4.0, growth_interval=1)
+    w = E.nn.Parameter(E.ones(2))
+    opt = E.optim.SGD([w], lr=0.5)
+    sc.scale((w * 3).sum()).backward()
+    assert w.grad.tolist() == [12.0, 12.0]
+    sc.step(opt)
+    sc.update()
+    assert w.tolist() == [-0.5, -0.5] and sc.get_scale() == 8.0
