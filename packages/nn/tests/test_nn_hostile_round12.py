@@ -16,6 +16,10 @@ were; the message now says the factor must be positive, as torch's does.
 (torch's message too), naming neither the argument nor what it must be; it is now the same
 ValueError as for an amount outside [0, 1].
 
+``Module.load_state_dict`` of complex values into a real parameter (a checkpoint of a complex
+model loaded into its real twin) dropped the imaginary parts without a word; torch's ``copy_``
+warns (once per process). Each such key now warns, naming the key and both dtypes.
+
 The rest of round 12: packages/core/tests/test_hostile_input_round12.py.
 """
 
@@ -120,3 +124,27 @@ def test_a_prune_amount_outside_the_unit_interval_is_named(amount):
     assert not hasattr(m, "weight_mask")  # nothing half-applied
     E.nn.utils.prune.l1_unstructured(m, "weight", amount=0.5)
     assert int(m.weight_mask.sum()) == 2
+
+
+# ---- complex checkpoint values into real parameters ----------------------------------------------
+
+
+def test_loading_complex_values_into_a_real_parameter_warns_naming_the_key():
+    m = E.nn.Linear(1, 1)
+    with pytest.warns(UserWarning, match=r"for weight: copying the complex ember.complex64 values "
+                                         r"of the state dict into a parameter of dtype "
+                                         r"ember.float32 discards their imaginary parts"):
+        m.load_state_dict({"weight": E.tensor([[3 + 1j]]), "bias": E.zeros(1)})
+    assert m.weight.tolist() == [[3.0]]
+
+
+@pytest.mark.filterwarnings("ignore:Complex modules are a new feature")
+def test_loading_real_or_complex_into_complex_does_not_warn():
+    import warnings
+
+    m = E.nn.Linear(1, 1).to(E.complex64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m.load_state_dict({"weight": E.tensor([[3 + 1j]]), "bias": E.zeros(1)})
+        E.nn.Linear(1, 1).load_state_dict({"weight": E.ones(1, 1), "bias": E.zeros(1)})
+    assert m.weight.tolist() == [[3 + 1j]]
