@@ -57,6 +57,12 @@ model never trained, without an error (torch takes them too). They are now a Val
 the setting; ``load_state_dict`` checks every entry before applying any (a missing key left the
 scale already replaced).
 
+A byte-swapped NumPy array (``dtype=">f4"``) given to ``from_numpy`` / ``tensor`` /
+``as_tensor`` was a TypeError listing "the only supported types" (float32 among them, which
+reads as a contradiction); torch raises a ValueError about the byte order, and ember now does
+too, saying how to convert the array. The list of supported types also names the complex and
+wide unsigned dtypes ember takes.
+
 ``ember.tensor([a, b])`` of one-element tensors of shape (1,) gave shape (2, 1); torch takes a
 one-element tensor inside a list as a number and gives (2,) (``torch.tensor([model(x) for x in
 xs])``), so the extra dim broadcast silently against a (2,) target later. One-element tensors
@@ -544,3 +550,34 @@ def test_a_valid_grad_scaler_still_scales_and_steps():
     sc.step(opt)
     sc.update()
     assert w.tolist() == [-0.5, -0.5] and sc.get_scale() == 8.0
+
+
+# ---- byte-swapped NumPy arrays -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fn", ["from_numpy", "tensor", "as_tensor"])
+@pytest.mark.parametrize("dt", [">f4", ">i4", ">f8", ">c8"])
+def test_a_byte_swapped_array_is_a_value_error_about_byte_order(fn, dt):
+    np = pytest.importorskip("numpy")
+    a = np.array([1, 2], dtype=dt)
+    with pytest.raises(ValueError, match=r"its byte order is not the native one; convert it "
+                                         r"first"):
+        getattr(E, fn)(a)  # was a TypeError
+    # the conversion the message suggests works
+    assert getattr(E, fn)(a.astype(a.dtype.newbyteorder("="))).tolist() == [1, 2]
+
+
+def test_unsupported_dtypes_are_still_a_type_error_naming_what_is_supported():
+    np = pytest.importorskip("numpy")
+    with pytest.raises(TypeError, match=r"float64, float32, float16, complex64, complex128, "
+                                        r"int64, int32, int16, int8, uint64, uint32, uint16, "
+                                        r"uint8, and bool"):
+        E.from_numpy(np.array([1, 2], dtype=object))
+    assert E.from_numpy(np.array([1], dtype=">i1")).tolist() == [1]  # one byte: no order
+
+
+def test_torch_refuses_byte_swapped_arrays_with_a_value_error():
+    torch = pytest.importorskip("torch")
+    np = pytest.importorskip("numpy")
+    with pytest.raises(ValueError, match="byte order"):
+        torch.from_numpy(np.array([1.0], dtype=">f4"))
