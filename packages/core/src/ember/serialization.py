@@ -373,31 +373,34 @@ def _appends(f: Any) -> bool:
 
 
 class _WholeWrites:
-    """A file object whose write() writes every byte: a raw file (``open(p, "wb",
-    buffering=0)``, a socket or pipe wrapper) may take only part of a buffer and return how much
-    it took, and taking that as done left a truncated checkpoint behind without an error. The
-    rest is written again; a write that takes nothing (0, or None from a raw file that would
-    block) is an OSError instead of a silently short file. A write() that returns no count
-    (None from a file-like class that is not a raw file) is taken as having written it all."""
+    """A file object whose write() writes every byte. A raw file (``io.RawIOBase``:
+    ``open(p, "wb", buffering=0)``, a socket's or pipe's file) may take only part of a buffer
+    and return how much it took; taking that as done left a truncated checkpoint behind without
+    an error. The rest is written again, and a write that takes nothing (0, or None: it would
+    block) is an OSError instead of a silently short file. Other file objects (buffered files,
+    BytesIO, compressors whose count is not of the bytes given) write whole buffers or raise, and
+    are called once, as before."""
 
     def __init__(self, f: Any) -> None:
         self._f = f
         self._raw = isinstance(f, io.RawIOBase)
 
-    def write(self, data: Any) -> int:
+    def write(self, data: Any) -> Any:
+        if not self._raw:
+            return self._f.write(data)
         mv = memoryview(data).cast("B")
         n = len(mv)
         done = 0
         while done < n:
             k = self._f.write(mv[done:] if done else mv)
-            if k is None and not self._raw or k is not None and (
-                    isinstance(k, bool) or not isinstance(k, int)):
+            if k is not None and (isinstance(k, bool) or not isinstance(k, int)):
                 return n  # no count to go by
             if k is None or k <= 0:
                 why = "returned None (it would block)" if k is None else f"returned {k}"
-                raise OSError(errno.EAGAIN if k is None else errno.EIO, f"ember.save: writing to {_name(self._f)} stopped "
-                              f"after {done} of the {n} bytes of a write: its write() {why}; "
-                              "what it holds is an incomplete checkpoint")
+                raise OSError(errno.EAGAIN if k is None else errno.EIO,
+                              f"ember.save: writing to {_name(self._f)} stopped after {done} "
+                              f"of the {n} bytes of a write: its write() {why}; what it holds "
+                              "is an incomplete checkpoint")
             done += k
         return n
 
