@@ -25,7 +25,7 @@ the device except the one read of the inf flag that decides whether ``step`` run
 from __future__ import annotations
 
 import math
-import numbers
+import operator
 import warnings
 from typing import Any
 
@@ -51,12 +51,24 @@ def _device_key(t: Tensor) -> str:
     return str(t.device)
 
 
+def _is_count(v: Any) -> bool:
+    """An int (a NumPy or 0-d integer tensor too), not a bool."""
+    if isinstance(v, bool):
+        return False
+    try:
+        operator.index(v)
+    except TypeError:
+        return False
+    return True
+
+
 def _check_settings(where: str, scale: Any, growth_factor: Any, backoff_factor: Any,
                     growth_interval: Any) -> None:
     """The scaler's numbers must keep it working: a scale of 0, a negative or non-finite one, or
     a growth factor of inf, made every step look like an overflow and be skipped, silently."""
     def number(name: str, v: Any) -> float:
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        # (a 0-d tensor too: torch's load_state_dict fills the scale from one)
+        if isinstance(v, (bool, str, bytes, complex)) or not hasattr(v, "__float__"):
             raise TypeError(f"{where}: {name} must be a number, got {type(v).__name__}")
         return float(v)
 
@@ -68,8 +80,7 @@ def _check_settings(where: str, scale: Any, growth_factor: Any, backoff_factor: 
         raise ValueError(f"{where}: growth_factor must be a finite number > 1, got {g}")
     if not 0.0 < b < 1.0:
         raise ValueError(f"{where}: backoff_factor must be in (0, 1), got {b}")
-    if isinstance(growth_interval, bool) or not isinstance(growth_interval, numbers.Integral) \
-            or growth_interval <= 0:
+    if not _is_count(growth_interval) or growth_interval <= 0:
         raise ValueError(f"{where}: growth_interval must be a positive int, got "
                          f"{growth_interval!r}")
 
@@ -337,7 +348,7 @@ class GradScaler:
                            f"{sorted(state_dict)})")
         scale, growth, backoff, interval, tracker = (state_dict[k] for k in keys)
         _check_settings("GradScaler.load_state_dict", scale, growth, backoff, interval)
-        if isinstance(tracker, bool) or not isinstance(tracker, numbers.Integral) or tracker < 0:
+        if not _is_count(tracker) or tracker < 0:
             raise ValueError(f"GradScaler.load_state_dict: _growth_tracker must be an int >= 0, "
                              f"got {tracker!r}")
         self._init_scale = float(scale)
