@@ -201,6 +201,12 @@ Tensor checked_index(const Tensor& index, int64_t size, int64_t dim, bool allow_
   return ix::to_device(h, device);
 }
 
+// An input an in-place op reads while it writes target: a copy when it shares target's memory
+// (as the CPU's unaliased: the kernel's writes would race with its reads of the same rows).
+Tensor unaliased(const Tensor& in, const Tensor& target, const char* op) {
+  return in && in->numel() > 0 && in->storage() == target->storage() ? ix::clone(in, op) : in;
+}
+
 // Where an op with out= writes (as the CPU's make_out).
 struct OutArg {
   Tensor result, user;
@@ -436,7 +442,6 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
     EMBER_FAIL(DtypeNotImplemented, op, ": reduce='mean' is not implemented for dtype bool");
   check_scatter_shapes(self, dim, index, src, op);
   Tensor s1 = as_1d(self);
-  Tensor src1 = src ? as_1d(src) : Tensor();
   // Checked before anything is written, so a bad index leaves self untouched.
   Tensor idx;
   if (index->numel() > 0)
@@ -444,6 +449,7 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
         checked_index(index, s1->size(dim), dim, false, op, self->device(), ErrorKind::Runtime));
   Tensor target = inplace_target(self, out, op, {self, index, src});
   if (index->numel() == 0) return target;
+  Tensor src1 = src ? as_1d(unaliased(src, target, op)) : Tensor();
   Tensor t1 = as_1d(target);
   Tensor srcv =
       src1 ? src1
@@ -769,7 +775,8 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
   Tensor idx = checked_index(index, as_1d(self)->size(dim), dim, false, op, self->device(),
                              self->dim() <= 1 ? ErrorKind::Index : ErrorKind::Runtime);
   Tensor target = inplace_target(self, out, op, {self, index, source});
-  put_along_dim(target, dim, with_shape(idx, DimVector{idx->numel()}), source, Red::Add, alpha, op);
+  put_along_dim(target, dim, with_shape(idx, DimVector{idx->numel()}),
+                unaliased(source, target, op), Red::Add, alpha, op);
   return target;
 }
 
@@ -781,8 +788,8 @@ Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Te
   check_index_source(self, dim, index, source, op);
   Tensor idx = checked_index(index, as_1d(self)->size(dim), dim, false, op, self->device());
   Tensor target = inplace_target(self, out, op, {self, index, source});
-  put_along_dim(target, dim, with_shape(idx, DimVector{idx->numel()}), source, Red::Assign,
-                Scalar(int64_t(1)), op);
+  put_along_dim(target, dim, with_shape(idx, DimVector{idx->numel()}),
+                unaliased(source, target, op), Red::Assign, Scalar(int64_t(1)), op);
   return target;
 }
 
@@ -942,7 +949,7 @@ Tensor masked_scatter_(const Tensor& self, const Tensor& mask, const Tensor& sou
   EMBER_CHECK(source->numel() >= s.count, op, ": number of elements of source (", source->numel(),
               ") is smaller than the number of True values in mask (", s.count, ")");
   if (s.count == 0) return self;
-  Tensor src = ix::contiguous(source, op);
+  Tensor src = ix::contiguous(unaliased(source, self, op), op);
   const int64_t n = self->numel();
   Walk w = ix::make_walk(self->sizes(), {self}, op);
   DeviceGuard guard(ix::device_index(self));

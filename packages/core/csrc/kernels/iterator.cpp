@@ -39,6 +39,27 @@ ScalarType combine_categories(ScalarType higher, ScalarType lower) {
     return promote_skip_undefined(higher, lower);
   return higher;
 }
+
+// Whether an element-wise op writing `out` while reading `in` would read elements it has already
+// written: `in` shares out's memory through another layout (a broadcast column x[:, :1], a
+// diagonal, a transpose) and the two spans meet. Exactly out's own elements are fine (each is read
+// before it is written); dense partial overlaps were refused before (check_no_partial_overlap).
+bool reads_what_it_writes(const Tensor& out, const Tensor& in) {
+  if (!out || !in || out == in || out->numel() == 0 || in->numel() == 0 ||
+      out->storage() != in->storage() || out->device().is_meta())
+    return false;
+  if (out->data() == in->data() && out->sizes() == in->sizes() && out->strides() == in->strides())
+    return false;
+  auto span = [](const Tensor& t) {  // [first byte, one past the last) (strides are >= 0)
+    int64_t last = 0;
+    for (int64_t d = 0; d < t->dim(); ++d) last += (t->size(d) - 1) * t->stride(d);
+    const char* b = t->data();
+    return std::make_pair(b, b + (last + 1) * t->itemsize());
+  };
+  auto [a0, a1] = span(out);
+  auto [b0, b1] = span(in);
+  return a0 < b1 && b0 < a1;
+}
 }  // namespace
 
 DimVector broadcast_shapes(const DimVector& a, const DimVector& b, const char* op) {
@@ -207,6 +228,15 @@ TensorIterator& TensorIterator::build() {
         o.compute = empty(o.tensor->sizes(), compute, device);
         dispatch::_copy_from(o.tensor, o.compute, false);
         o.dtype = compute;
+      } else if (check_partial_overlap_) {
+        // x.sub_(x[:, :1]) read the column after writing it (wrong rows from 70000 columns
+        // on; PyTorch gets it wrong too): such an input is read from a copy.
+        for (int j = 0; j < noutputs_; ++j)
+          if (reads_what_it_writes(ops_[j].tensor, o.tensor)) {
+            o.compute = empty(o.tensor->sizes(), o.dtype, device);
+            dispatch::_copy_from(o.tensor, o.compute, false);
+            break;
+          }
       }
     }
     prepare_operand(o);

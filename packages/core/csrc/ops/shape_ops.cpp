@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <sstream>
+#include <utility>
 
 #include "core/out_tensor.h"
 #include "kernels/iterator.h"
@@ -26,6 +27,21 @@ bool same_memory(const Tensor& a, const Tensor& b) {
   return a->storage() == b->storage() && a->numel() > 0 && b->numel() > 0;
 }
 
+// Whether a's and b's elements may share bytes: the spans [first, last] they cover in one
+// storage meet (strides are non-negative). cat(x[:2], out=x[2:4]) shares a storage, not bytes.
+bool spans_meet(const Tensor& a, const Tensor& b) {
+  if (!same_memory(a, b)) return false;
+  auto span = [](const Tensor& t) {
+    int64_t last = 0;
+    for (int64_t d = 0; d < t->dim(); ++d) last += (t->size(d) - 1) * t->stride(d);
+    const int64_t first = t->storage_offset() * t->itemsize();
+    return std::make_pair(first, first + (last + 1) * t->itemsize());
+  };
+  auto [a0, a1] = span(a);
+  auto [b0, b1] = span(b);
+  return a0 < b1 && b0 < a1;
+}
+
 // The out= tensor of a shape op: checked for dtype and aliasing, resized (new storage) when its
 // shape differs, like write_out() of the generated bindings.
 void prepare_out(const Tensor& out, const DimVector& shape, ScalarType dtype,
@@ -34,8 +50,9 @@ void prepare_out(const Tensor& out, const DimVector& shape, ScalarType dtype,
                    "(): input types can't be cast to the "
                    "desired output type ",
                    dtype_name(out->dtype()));
+  // (out= of another shape is resized first, which may move the storage the inputs read)
   for (const Tensor& t : inputs)
-    EMBER_CHECK(!same_memory(out, t), op,
+    EMBER_CHECK(out->sizes() == shape ? !spans_meet(out, t) : !same_memory(out, t), op,
                 "(): unsupported operation: some elements of the input "
                 "tensor and the written-to tensor refer to a single memory location. Please "
                 "clone() the tensor before performing the operation.");

@@ -240,10 +240,21 @@ Tensor tensor_from_buffer(py::handle obj, bool share) {
   std::string fmt = view->format ? view->format : "B";
   if (!dtype_from_format(fmt, view->itemsize, &dt)) {
     std::string tn = Py_TYPE(obj.ptr())->tp_name;
+    const uint16_t one = 1;
+    const bool little = *reinterpret_cast<const unsigned char*>(&one) == 1;
+    const char order = fmt.empty() ? '=' : fmt[0];
+    const bool foreign =
+        view->itemsize > 1 && (little ? order == '>' || order == '!' : order == '<');
     PyBuffer_Release(view.get());
+    // A byte-swapped array ('>f4' on this machine): PyTorch's ValueError, which a program
+    // catching the byte-order case expects (it was a TypeError listing the supported types).
+    if (foreign)
+      EMBER_FAIL(Value, "can't convert ", tn, " with buffer format '", fmt,
+                 "': its byte order is not the native one; convert it first "
+                 "(array.astype(array.dtype.newbyteorder('=')))");
     EMBER_FAIL(Type, "can't convert ", tn, " with buffer format '", fmt,
-               "'. The only supported types are: float64, float32, float16, int64, int32, int16, "
-               "int8, uint8, and bool (native byte order)");
+               "'. The only supported types are: float64, float32, float16, complex64, "
+               "complex128, int64, int32, int16, int8, uint64, uint32, uint16, uint8, and bool");
   }
   DimVector sizes, strides;
   for (int i = 0; i < view->ndim; ++i) {

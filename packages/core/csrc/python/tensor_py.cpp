@@ -226,7 +226,11 @@ void infer_shape(py::handle obj, DimVector& shape) {
   }
   if (is_tensor_object(o)) {
     auto t = py::reinterpret_borrow<py::object>(o).cast<Tensor>();
-    for (int64_t s : t->sizes()) shape.push_back(s);
+    // A one-element tensor is a number, as in PyTorch (tensor([t1, t2]) of (1,)-shaped t1, t2
+    // is (2,), not (2, 1): the extra dim broadcast against a (2,) target silently). Larger
+    // tensors are rows (PyTorch refuses them).
+    if (t->numel() != 1)
+      for (int64_t s : t->sizes()) shape.push_back(s);
   }
 }
 

@@ -499,7 +499,10 @@ def hypot(input: Tensor, other: Tensor) -> Tensor:
     other = _as_tensor_like(other, input)
     dt = _float_result_type(input, other)
     if dt.is_complex:
-        return (input * input + other * other).sqrt()
+        # sqrt(a*a + b*b) of complex legs is no length (hypot(1j, 1) was 0); torch refuses too
+        raise NotImplementedError(f"hypot: not implemented for complex tensors (got "
+                                  f"{input.dtype} and {other.dtype}); take the legs' magnitudes "
+                                  "with .abs() first")
     a, b = input.to(dt), other.to(dt)
     if a.shape != b.shape:  # (only then: broadcast_tensors gives a tangent-less side zeros)
         a, b = _C.broadcast_tensors([a, b])
@@ -1068,8 +1071,12 @@ def _quantile(op: str, input: Tensor, q: Any, dim: int | None, keepdim: bool,
                    dtype=input.dtype, device=input.device).reshape(-1)
     if isinstance(q, Tensor) and q.ndim > 1:
         raise RuntimeError(f"{op}() q must be a scalar or 1D tensor, got shape {_shape(q)}")
-    if qt.numel() and ((qt < 0).any().item() or (qt > 1).any().item()):
-        raise RuntimeError(f"{op}() q values must be in the range [0, 1]")
+    # (as "not inside": a NaN q compares false both ways and gave a silent NaN quantile)
+    if qt.numel() and not ((qt >= 0) & (qt <= 1)).all().item():
+        if scalar_q:
+            raise RuntimeError(f"{op}() q must be in the range [0, 1] but got {float(q)}")
+        bad = qt[~((qt >= 0) & (qt <= 1))][0].item()
+        raise RuntimeError(f"{op}() q values must be in the range [0, 1], got {bad}")
     if input.numel() == 0:
         raise RuntimeError(f"{op}() input tensor must be non-empty")
     if dim is None:

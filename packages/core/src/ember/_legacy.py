@@ -77,6 +77,11 @@ def _as_nested_lists(obj: Any) -> tuple[Any, bool]:
     """(obj with every deque/range/user sequence turned into a list, whether any was)."""
     if _is_other_sequence(obj):
         return [_as_nested_lists(v)[0] for v in obj], True
+    if hasattr(obj, "__array_interface__") and type(obj).__name__ == "ndarray":
+        # a NumPy array inside a list: its rows, down to NumPy scalars (which keep the dtype)
+        if obj.ndim == 0:
+            return obj[()], True
+        return [_as_nested_lists(v)[0] for v in obj], True
     if isinstance(obj, (list, tuple)):
         items = [_as_nested_lists(v) for v in obj]
         if any(changed for _, changed in items):
@@ -91,7 +96,8 @@ _RETRY_MESSAGES = ("could not infer dtype", "expected a number, got", "expected 
 def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False,
            pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data``: a number, a (nested) sequence of numbers or of
-    tensors (lists, tuples, ``collections.deque``, ``range``, any ``Sequence``), a NumPy array,
+    tensors (lists, tuples, ``collections.deque``, ``range``, any ``Sequence``; a one-element
+    tensor in a list is a number, as in PyTorch, a larger one a row), a NumPy array,
     a tensor, or another framework's tensor (through DLPack). Integers give int64, floats the default dtype, bools bool, unless ``dtype`` says.
 
     >>> import collections, ember

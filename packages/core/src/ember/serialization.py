@@ -231,6 +231,16 @@ class _Writer:
                     items = [[self.encode(k, f"{path} (a key)", depth + 1, active),
                               self.encode(v, f"{path}[{k!r}]", depth + 1, active)]
                              for k, v in obj.items()]
+                    attrs = getattr(obj, "__dict__", None)  # an OrderedDict's own attributes
+                    if attrs:
+                        # a state_dict's _metadata: the module versions _load_from_state_dict
+                        # migrates by (dropping it makes a load migrate a current checkpoint)
+                        names = [k for k in attrs if not isinstance(k, str)]
+                        if names:
+                            raise TypeError(f"ember.save: the OrderedDict at {path} has an "
+                                            f"attribute named {names[0]!r}, not a str")
+                        state = self.encode(dict(attrs), f"{path} (attributes)", depth + 1, active)
+                        return {"$odict_attrs": [items, state]}
                     tag = "$odict" if isinstance(obj, collections.OrderedDict) else "$dict"
                     return {tag: items}
                 vals = [self.encode(v, f"{path}[{i}]", depth + 1, active)
@@ -340,12 +350,62 @@ def _to_file(f: FileLike, write: Any) -> None:
     if not hasattr(f, "write"):
         raise TypeError(f"ember.save: expected a path or a binary file object, got "
                         f"{type(f).__name__}")
-    if getattr(f, "seekable", lambda: False)():
-        write(f)
+    if getattr(f, "seekable", lambda: False)() and not _appends(f):
+        write(_WholeWrites(f))
     else:
         buf = io.BytesIO()
         write(buf)
-        f.write(buf.getbuffer())
+        _WholeWrites(f).write(buf.getbuffer())
+
+
+def _appends(f: Any) -> bool:
+    """Whether every write to f goes to its end (opened with "ab" or O_APPEND): seeking back to
+    fill in a header then writes it after the data instead, a checkpoint nothing can read."""
+    mode = getattr(f, "mode", None)
+    if isinstance(mode, str) and "a" in mode:
+        return True
+    try:
+        import fcntl
+
+        return bool(fcntl.fcntl(f.fileno(), fcntl.F_GETFL) & os.O_APPEND)
+    except (AttributeError, ImportError, OSError, ValueError, io.UnsupportedOperation):
+        return False
+
+
+class _WholeWrites:
+    """A file object whose write() writes every byte. A raw file (``io.RawIOBase``:
+    ``open(p, "wb", buffering=0)``, a socket's or pipe's file) may take only part of a buffer
+    and return how much it took; taking that as done left a truncated checkpoint behind without
+    an error. The rest is written again, and a write that takes nothing (0, or None: it would
+    block) is an OSError instead of a silently short file. Other file objects (buffered files,
+    BytesIO, compressors whose count is not of the bytes given) write whole buffers or raise, and
+    are called once, as before."""
+
+    def __init__(self, f: Any) -> None:
+        self._f = f
+        self._raw = isinstance(f, io.RawIOBase)
+
+    def write(self, data: Any) -> Any:
+        if not self._raw:
+            return self._f.write(data)
+        mv = memoryview(data).cast("B")
+        n = len(mv)
+        done = 0
+        while done < n:
+            k = self._f.write(mv[done:] if done else mv)
+            if k is not None and (isinstance(k, bool) or not isinstance(k, int)):
+                return n  # no count to go by
+            if k is None or k <= 0:
+                why = "returned None (it would block)" if k is None else f"returned {k}"
+                raise OSError(errno.EAGAIN if k is None else errno.EIO,
+                              f"ember.save: writing to {_name(self._f)} stopped after {done} "
+                              f"of the {n} bytes of a write: its write() {why}; what it holds "
+                              "is an incomplete checkpoint")
+            done += k
+        return n
+
+    def __getattr__(self, name: str) -> Any:  # tell, seek, flush, name, ...
+        return getattr(self._f, name)
 
 
 class _replacing:
@@ -471,7 +531,13 @@ class _Source:
                              f"{offset + n}) but the file has only {self.size} bytes")
         self.file.seek(self.start + offset)
         data = self.file.read(n)
-        if len(data) != n:
+        while data is not None and 0 < len(data) < n:  # a raw file may return fewer bytes
+            more = self.file.read(n - len(data))
+            if not more:
+                break
+            data += more
+        if data is None or len(data) != n:
+            data = data or b""
             raise self.error(f"truncated file: could read only {len(data)} of the {n} bytes of "
                              f"{what}")
         return data
@@ -725,6 +791,14 @@ class _Reader:
                 key = self.decode(k, depth + 1)
                 _check(not isinstance(key, (list, dict)), src, f"unhashable dict key {key!r}")
                 out[key] = self.decode(v, depth + 1)
+            return out
+        if tag == "$odict_attrs":  # an OrderedDict with attributes (a state_dict's _metadata)
+            _check(isinstance(val, list) and len(val) == 2, src, f"malformed dict node {node!r}")
+            out = self.decode({"$odict": val[0]}, depth)
+            attrs = self.decode(val[1], depth + 1)
+            _check(isinstance(attrs, dict) and all(isinstance(k, str) for k in attrs), src,
+                   f"malformed dict attributes {attrs!r}")
+            vars(out).update(attrs)  # (into __dict__: a key such as __class__ changes nothing)
             return out
         if tag == "$tuple":
             _check(isinstance(val, list), src, f"malformed tuple node {node!r}")
@@ -1071,7 +1145,7 @@ def save_safetensors(tensors: dict[str, Tensor], path: FileLike,
         with _replacing(path) as out:
             _write_safetensors(out, hjson, blobs)
     else:
-        _write_safetensors(path, hjson, blobs)
+        _write_safetensors(_WholeWrites(path), hjson, blobs)
 
 
 def _write_safetensors(out: IO[bytes], hjson: bytes, blobs: list) -> None:

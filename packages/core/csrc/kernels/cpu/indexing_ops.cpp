@@ -101,6 +101,13 @@ Tensor checked_index(const Tensor& index, int64_t size, int64_t dim, bool allow_
   return idx;
 }
 
+// An input an in-place op reads while it writes target: a copy when it shares target's memory,
+// so that the writes do not feed later reads (x.index_copy_(0, i, x[:2]) and x.scatter_(0, i,
+// x[:2]) read back rows they had just written: a silent wrong result; PyTorch refuses them).
+Tensor unaliased(const Tensor& in, const Tensor& target) {
+  return in && in->numel() > 0 && in->storage() == target->storage() ? dispatch::clone(in) : in;
+}
+
 // Where an op with out= writes: a new contiguous tensor, or out= itself (resized to `sizes` when
 // they differ; its dtype must be `dtype`). A non-contiguous out= gets the result copied in.
 struct OutArg {
@@ -435,11 +442,12 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
   if (red == Reduce::Mean && self->dtype() == ScalarType::Bool)
     EMBER_FAIL(DtypeNotImplemented, op, ": reduce='mean' is not implemented for dtype bool");
   check_scatter_shapes(self, dim, index, src, op);
-  Tensor src1 = src ? as_1d(src) : Tensor();
   Tensor target = inplace_target(self, out, op, {self, index, src});
   if (index->numel() == 0) return target;
+  Tensor src1 = src ? as_1d(unaliased(src, target)) : Tensor();
   Tensor t1 = as_1d(target);
-  Tensor idx = as_1d(checked_index(index, t1->size(dim), dim, false, op, ErrorKind::Runtime));
+  Tensor idx = as_1d(
+      checked_index(unaliased(index, target), t1->size(dim), dim, false, op, ErrorKind::Runtime));
   Tensor srcv = src1 ? src1 : expand_view(value_tensor(value, self->dtype(), op), idx->sizes());
   if (!include_self && red != Reduce::Assign)
     scatter_kernel(t1, dim, idx, expand_view(reduce_identity(red, self->dtype()), idx->sizes()),
@@ -546,9 +554,9 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
   check_index_source(self, dim, index, source, op);
   Tensor target = inplace_target(self, out, op, {self, index, source});
   // PyTorch: IndexError for a 0-d / 1-d self, RuntimeError for more dims
-  Tensor idx = checked_index(index, as_1d(target)->size(dim), dim, false, op,
+  Tensor idx = checked_index(unaliased(index, target), as_1d(target)->size(dim), dim, false, op,
                              self->dim() <= 1 ? ErrorKind::Index : ErrorKind::Runtime);
-  index_put_along_dim(target, dim, idx, source, true, alpha, op);
+  index_put_along_dim(target, dim, idx, unaliased(source, target), true, alpha, op);
   return target;
 }
 
@@ -559,8 +567,8 @@ Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Te
   dim = wrap_dim(dim, self->dim(), op);
   check_index_source(self, dim, index, source, op);
   Tensor target = inplace_target(self, out, op, {self, index, source});
-  Tensor idx = checked_index(index, as_1d(target)->size(dim), dim, false, op);
-  index_put_along_dim(target, dim, idx, source, false, Scalar(), op);
+  Tensor idx = checked_index(unaliased(index, target), as_1d(target)->size(dim), dim, false, op);
+  index_put_along_dim(target, dim, idx, unaliased(source, target), false, Scalar(), op);
   return target;
 }
 
@@ -645,7 +653,7 @@ Tensor masked_scatter_(const Tensor& self, const Tensor& mask, const Tensor& sou
   EMBER_CHECK(source->dtype() == self->dtype(), op,
               ": expected self and source to have the same dtype, but got ",
               dtype_name(self->dtype()), " and ", dtype_name(source->dtype()));
-  TensorIterator it = outer_iter(op, self, {mask});
+  TensorIterator it = outer_iter(op, self, {unaliased(mask, self)});
   int64_t count = 0;
   it.serial_for_each(
       [&count](char** d, const int64_t* s, int64_t n) {
@@ -654,7 +662,7 @@ Tensor masked_scatter_(const Tensor& self, const Tensor& mask, const Tensor& sou
       0, it.numel());
   EMBER_CHECK(source->numel() >= count, op, ": number of elements of source (", source->numel(),
               ") is smaller than the number of True values in mask (", count, ")");
-  Tensor src = contiguous_as(source, source->dtype());
+  Tensor src = contiguous_as(unaliased(source, self), source->dtype());
   dispatch_itemsize(self->itemsize(), [&](auto tag) {
     using T = decltype(tag);
     const T* p = src->data_as<T>();

@@ -24,6 +24,8 @@ the device except the one read of the inf flag that decides whether ``step`` run
 
 from __future__ import annotations
 
+import math
+import operator
 import warnings
 from typing import Any
 
@@ -47,6 +49,40 @@ def _fresh_state() -> dict[str, Any]:
 
 def _device_key(t: Tensor) -> str:
     return str(t.device)
+
+
+def _is_count(v: Any) -> bool:
+    """An int (a NumPy or 0-d integer tensor too), not a bool."""
+    if isinstance(v, bool):
+        return False
+    try:
+        operator.index(v)
+    except TypeError:
+        return False
+    return True
+
+
+def _check_settings(where: str, scale: Any, growth_factor: Any, backoff_factor: Any,
+                    growth_interval: Any) -> None:
+    """The scaler's numbers must keep it working: a scale of 0, a negative or non-finite one, or
+    a growth factor of inf, made every step look like an overflow and be skipped, silently."""
+    def number(name: str, v: Any) -> float:
+        # (a 0-d tensor too: torch's load_state_dict fills the scale from one)
+        if isinstance(v, (bool, str, bytes, complex)) or not hasattr(v, "__float__"):
+            raise TypeError(f"{where}: {name} must be a number, got {type(v).__name__}")
+        return float(v)
+
+    s, g, b = number("scale", scale), number("growth_factor", growth_factor), \
+        number("backoff_factor", backoff_factor)
+    if not (math.isfinite(s) and s > 0.0):
+        raise ValueError(f"{where}: the scale must be a positive finite number, got {s}")
+    if not (math.isfinite(g) and g > 1.0):
+        raise ValueError(f"{where}: growth_factor must be a finite number > 1, got {g}")
+    if not 0.0 < b < 1.0:
+        raise ValueError(f"{where}: backoff_factor must be in (0, 1), got {b}")
+    if not _is_count(growth_interval) or growth_interval <= 0:
+        raise ValueError(f"{where}: growth_interval must be a positive int, got "
+                         f"{growth_interval!r}")
 
 
 class GradScaler:
@@ -87,14 +123,8 @@ class GradScaler:
                               UserWarning, stacklevel=2)
                 self._enabled = False
         if self._enabled:
-            if growth_factor <= 1.0:
-                raise ValueError(f"GradScaler: growth_factor must be > 1, got {growth_factor}")
-            if not 0.0 < backoff_factor < 1.0:
-                raise ValueError(f"GradScaler: backoff_factor must be in (0, 1), got "
-                                 f"{backoff_factor}")
-            if not isinstance(growth_interval, int) or growth_interval <= 0:
-                raise ValueError(f"GradScaler: growth_interval must be a positive int, got "
-                                 f"{growth_interval!r}")
+            _check_settings("GradScaler", init_scale, growth_factor, backoff_factor,
+                            growth_interval)
         self._init_scale = float(init_scale)
         self._growth_factor = float(growth_factor)
         self._backoff_factor = float(backoff_factor)
@@ -309,13 +339,25 @@ class GradScaler:
         if len(state_dict) == 0:
             raise RuntimeError("GradScaler.load_state_dict: the state dict is empty (saved from "
                                "a disabled GradScaler?)")
-        self._init_scale = float(state_dict["scale"])
+        # every entry read and checked before any is applied: a bad state dict leaves the
+        # scaler as it was (a scale of 0 or NaN skipped every later step without an error)
+        keys = ("scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker")
+        missing = [k for k in keys if k not in state_dict]
+        if missing:
+            raise KeyError(f"GradScaler.load_state_dict: the state dict lacks {missing} (keys: "
+                           f"{sorted(state_dict)})")
+        scale, growth, backoff, interval, tracker = (state_dict[k] for k in keys)
+        _check_settings("GradScaler.load_state_dict", scale, growth, backoff, interval)
+        if not _is_count(tracker) or tracker < 0:
+            raise ValueError(f"GradScaler.load_state_dict: _growth_tracker must be an int >= 0, "
+                             f"got {tracker!r}")
+        self._init_scale = float(scale)
         if self._scale is not None:
             self._scale.fill_(self._init_scale)
-        self._growth_factor = float(state_dict["growth_factor"])
-        self._backoff_factor = float(state_dict["backoff_factor"])
-        self._growth_interval = int(state_dict["growth_interval"])
-        self._init_growth_tracker = int(state_dict["_growth_tracker"])
+        self._growth_factor = float(growth)
+        self._backoff_factor = float(backoff)
+        self._growth_interval = int(interval)
+        self._init_growth_tracker = int(tracker)
         if self._growth_tracker is not None:
             self._growth_tracker.fill_(self._init_growth_tracker)
 

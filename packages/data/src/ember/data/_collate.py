@@ -136,8 +136,9 @@ def _collate(batch: Sequence, path: str, fn_map: dict | None = None) -> Any:
 
         if isinstance(elem, np.ndarray):
             return _collate_arrays(batch, path)
-        if elem.shape == ():  # a NumPy scalar
-            return ember.as_tensor(np.array(batch))
+        if elem.shape == ():  # NumPy scalars: promoted as tensors are (np.array promoted
+            # [float32, int64] to float64; PyTorch's collate gives float32)
+            return ember.as_tensor(batch)
     if isinstance(elem, float):
         _check_kind(batch, path, numbers.Real, "a number")
         return ember.tensor(batch, dtype=ember.float64)

@@ -649,6 +649,9 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     _require_tensors("glu", input=input)
     if input.ndim == 0:
         raise RuntimeError("glu: does not support 0-D (scalar) input")
+    if not -input.ndim <= dim < input.ndim:  # (was a bare "tuple index out of range")
+        raise IndexError(f"glu: dim {dim} is out of range for input of shape {_shape(input)} "
+                         f"(expected to be in range of [{-input.ndim}, {input.ndim - 1}])")
     n = input.shape[dim]
     if n % 2 != 0:
         raise RuntimeError(
@@ -1503,6 +1506,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
             f"batch_norm: expected input of shape (N, C, *) with at least 2 dims, got shape "
             f"{_shape(input)}"
         )
+    if not eps >= 0:  # (a negative eps made every output NaN; torch refuses it too)
+        raise ValueError(f"batch_norm: eps must be non-negative, but got {eps}")
     c = input.shape[1]
     for name, t in (("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
@@ -2371,7 +2376,9 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
             f"{_shape(input)}"
         )
     *lead, c, h, w = _shape(input)
-    if r <= 0 or c % (r * r) != 0:
+    if r <= 0:  # (was "must be divisible by upscale_factor^2 = 4" for -2)
+        raise RuntimeError(f"pixel_shuffle: expects a positive upscale_factor, but got {r}")
+    if c % (r * r) != 0:
         raise RuntimeError(
             f"pixel_shuffle: the {c} channels of input {_shape(input)} must be divisible by "
             f"upscale_factor^2 = {r * r}"
@@ -2403,7 +2410,9 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
             f"{_shape(input)}"
         )
     *lead, c, h, w = _shape(input)
-    if r <= 0 or h % r != 0 or w % r != 0:
+    if r <= 0:
+        raise RuntimeError(f"pixel_unshuffle: expects a positive downscale_factor, but got {r}")
+    if h % r != 0 or w % r != 0:
         raise RuntimeError(
             f"pixel_unshuffle: height {h} and width {w} of input {_shape(input)} must be "
             f"divisible by downscale_factor={r}"

@@ -1696,6 +1696,13 @@ class Module:
                             "to pass `assign=True` to assign items in the state dictionary to "
                             "their corresponding key in the module instead of copying them in "
                             "place?)", UserWarning, stacklevel=2)
+                    if value.is_complex() and not current.is_complex():
+                        # (PyTorch's copy_ warns once per process; a checkpoint's imaginary
+                        # parts dropped without a word is data lost, so each key says so)
+                        warnings.warn(
+                            f"for {key}: copying the complex {value.dtype} values of the state "
+                            f"dict into a parameter of dtype {current.dtype} discards their "
+                            "imaginary parts", UserWarning, stacklevel=2)
                     with ember.no_grad():
                         current.copy_(value)
             except Exception as ex:  # report every failing key, not just the first

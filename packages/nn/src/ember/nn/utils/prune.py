@@ -33,7 +33,7 @@ def _validate_amount(amount: Any) -> None:
     if not isinstance(amount, numbers.Real) or isinstance(amount, bool):
         raise TypeError(f"Invalid type for amount: {amount}. Must be int or float.")
     if (isinstance(amount, numbers.Integral) and amount < 0) or (
-            not isinstance(amount, numbers.Integral) and (amount > 1.0 or amount < 0.0)):
+            not isinstance(amount, numbers.Integral) and not 0.0 <= amount <= 1.0):  # NaN too
         raise ValueError(f"amount={amount} should either be a float in the range [0, 1] or a "
                          "non-negative integer")
 
