@@ -490,6 +490,12 @@ def _t_zeros(fw):
     return Stmt("E.zeros(4, 4)", E=fw.mod)
 
 
+@case("sweep/randperm(16) after normal_(4000)", unit="us", check=False)
+def _t_randperm_interleaved(fw):
+    # another random op moves the counter between calls (dropout in a training loop)
+    return Stmt("x.normal_(); E.randperm(16)", E=fw.mod, x=fw.mod.empty(4000))
+
+
 @case("sweep/tiny ones(4,4)", unit="us", check=False)
 def _t_ones(fw):
     return Stmt("E.ones(4, 4)", E=fw.mod)

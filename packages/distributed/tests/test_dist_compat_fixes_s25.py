@@ -89,6 +89,21 @@ def test_randperm_is_a_function_of_the_generator_state():
     assert p1 == p2 and sorted(p1) == list(range(50))
 
 
+def test_randperm_between_other_random_ops_is_deterministic_and_cheap():
+    # a training loop's randperm(n)[:b] with dropout moving the counter in between: every call
+    # misses the cached stream; it is reseeded from (seed, offset) rather than replayed
+    g, h = _gen(5), _gen(5)
+    x, y = ember.empty(4000), ember.empty(4000)
+    got, again = [], []
+    for _ in range(40):  # the counter passes 2**14 draws on the way
+        x.normal_(generator=g)
+        got.append(ember.randperm(16, generator=g).tolist())
+        y.normal_(generator=h)
+        again.append(ember.randperm(16, generator=h).tolist())
+    assert got == again and all(sorted(p) == list(range(16)) for p in got)
+    assert len({tuple(p) for p in got}) > 30  # the permutations differ from call to call
+
+
 def test_randperm_matches_torch():
     torch = pytest.importorskip("torch")
     for seed in (0, 1, 123456789, 2**33 + 5):
